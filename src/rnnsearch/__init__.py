@@ -1,0 +1,18 @@
+"""rnnsearch: attention-based neural machine translation as Bahdanau, Cho & Bengio (2014) built it.
+
+    import rnnsearch
+    model = rnnsearch.load("runs/multi30k")           # a model directory
+    best = model.translate(["Ein Hund rennt."], beam=5)[0]
+    best.text, best.score, best.attention_json()
+
+    rnnsearch.train(rnnsearch.load_config("configs/multi30k_de_en.yaml"))
+"""
+
+from .config import Config, load_config
+from .model import RNNencdec, RNNsearch, build_model
+from .train import train
+from .translate import Translation, Translator, load
+
+__all__ = ["Config", "load_config", "RNNsearch", "RNNencdec", "build_model", "train", "load",
+           "Translator", "Translation"]
+__version__ = "0.1.0"

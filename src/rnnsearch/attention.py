@@ -1,0 +1,74 @@
+"""Alignment models: score every annotation h_j against the decoder state s_{i-1}.
+
+The three steps of attention (paper Sec. 3.1, Appendix A.2.2):
+
+    1. align      e_ij = a(s_{i-1}, h_j)
+    2. normalise  α_ij = exp(e_ij) / Σ_k exp(e_ik)      (over real source words only)
+    3. context    c_i  = Σ_j α_ij h_j
+
+Score functions ``a``:
+
+    additive   (Bahdanau 2014)  e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j + b_a)
+    dot        (Luong 2015)     e_ij = s_{i-1}ᵀ k_j
+    general    (Luong 2015)     e_ij = s_{i-1}ᵀ W_g k_j
+    scaled_dot (Vaswani 2017)   e_ij = s_{i-1}ᵀ k_j / √n
+
+Annotations are 2n wide and the state n wide, so the dot forms cannot multiply them
+directly: they use keys k_j = W_k h_j (a learned n x 2n map, no bias). With that map,
+``dot`` is already a bilinear form s W_k h; ``general`` adds a square W_g on top. The
+two differ in parameterisation and initialisation, not in what they can express.
+
+Whatever depends only on the annotations (U_a h_j + b_a, or W_k h_j) is computed once
+per sentence by :meth:`Attention.keys`, not once per target word.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """Upcast half precision (mixed-precision runs) for softmax; leave fp32/fp64 alone."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+class Attention(nn.Module):
+    def __init__(self, score: str, state_size: int, annotation_size: int, align_size: int):
+        super().__init__()
+        self.score = score
+        if score == "additive":
+            self.W_a = nn.Linear(state_size, align_size, bias=False)
+            self.U_a = nn.Linear(annotation_size, align_size)
+            self.v_a = nn.Linear(align_size, 1, bias=False)
+        elif score in ("dot", "general", "scaled_dot"):
+            self.W_k = nn.Linear(annotation_size, state_size, bias=False)
+            if score == "general":
+                self.W_g = nn.Linear(state_size, state_size, bias=False)
+        else:
+            raise ValueError(f"unknown score function {score!r}")
+        self.scale = 1.0 / math.sqrt(state_size) if score == "scaled_dot" else 1.0
+
+    def keys(self, annotations: torch.Tensor) -> torch.Tensor:
+        """(batch, src_len, 2n) -> precomputed keys (batch, src_len, n' or n)."""
+        return self.U_a(annotations) if self.score == "additive" else self.W_k(annotations)
+
+    def scores(self, state: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """e_ij for one decoder step: state (batch, n), keys (batch, src_len, ·) -> (batch, src_len)."""
+        if self.score == "additive":
+            return self.v_a(torch.tanh(self.W_a(state).unsqueeze(1) + keys)).squeeze(-1)
+        query = self.W_g(state) if self.score == "general" else state
+        return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1) * self.scale
+
+    def forward(self, state: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
+                src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context c_i (batch, 2n) and weights α_i (batch, src_len) for one decoder step.
+
+        src_mask (batch, src_len) is True on real words; padding gets exactly zero weight.
+        """
+        e = self.scores(state, keys).masked_fill(~src_mask, float("-inf"))
+        alpha = torch.softmax(at_least_fp32(e), dim=-1).to(annotations.dtype)  # normalise in fp32 or better
+        context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)
+        return context, alpha

@@ -1,0 +1,128 @@
+"""The model directory: everything needed to rebuild, use and resume a model.
+
+    config.json              the full configuration (rebuilds the exact model)
+    model.safetensors        best weights by validation (what `rnnsearch.load` uses)
+    last.safetensors         most recent weights (resume starts here)
+    train_state.json         step, epoch, position in the epoch, best score, lr, RNG states
+    train_state.safetensors  optimizer tensors
+    src.spm.model / tgt.spm.model  (or joint.*, or *.vocab.txt for word vocabularies)
+    log.jsonl                training and validation metrics, one JSON object a line
+
+Every file is written to a temporary name and renamed, so a crash at any instant
+leaves the previous good file in place. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .config import Config, ConfigError, config_from_dict
+from .io import DataError, atomic_write, atomic_write_text
+from .model import build_model
+from .vocab import load_tokenizers
+
+
+class CheckpointError(ValueError):
+    """A model directory or checkpoint that cannot be used; the message says why."""
+
+
+def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata or {}))
+
+
+def load_weights(path: Path, model: torch.nn.Module) -> None:
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such weights file")
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+    own = model.state_dict()
+    missing = sorted(set(own) - set(tensors))
+    extra = sorted(set(tensors) - set(own))
+    if missing or extra:
+        raise CheckpointError(f"{path}: weights do not match the model in config.json "
+                              f"(missing {missing[:3]}, unexpected {extra[:3]})")
+    for k, v in tensors.items():
+        if v.shape != own[k].shape:
+            raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, the model expects "
+                                  f"{tuple(own[k].shape)} (vocabulary or size mismatch)")
+    model.load_state_dict(tensors)
+
+
+def read_config(model_dir: Path) -> Config:
+    path = model_dir / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"{model_dir}: not an rnnsearch model directory (no config.json)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return config_from_dict(raw, source=str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu", weights: str = "model.safetensors"):
+    """Rebuild (config, model, src_tokenizer, tgt_tokenizer) from a model directory."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise CheckpointError(f"{model_dir}: no such model directory")
+    cfg = read_config(model_dir)
+    try:
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+    except DataError as e:
+        raise CheckpointError(str(e)) from None
+    model = build_model(cfg.model, len(src_tok), len(tgt_tok))
+    load_weights(model_dir / weights, model)
+    model.to(device).eval()
+    return cfg, model, src_tok, tgt_tok
+
+
+# -- training state ------------------------------------------------------------
+def save_train_state(model_dir: Path, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Optimizer tensors to safetensors, everything else to JSON (written last: it commits)."""
+    opt = optimizer.state_dict()
+    tensors, slots = {}, {}
+    for pid, slot in opt["state"].items():
+        slots[str(pid)] = {}
+        for key, value in slot.items():
+            if torch.is_tensor(value):
+                tensors[f"{pid}.{key}"] = value.detach().contiguous().cpu()
+                slots[str(pid)][key] = "tensor"
+            else:
+                slots[str(pid)][key] = value
+    tensors["torch_rng"] = torch.get_rng_state()
+    meta = {"step": str(state["step"])}
+    atomic_write(model_dir / "train_state.safetensors", lambda tmp: save_file(tensors, tmp, metadata=meta))
+    payload = dict(state, optimizer={"param_groups": opt["param_groups"], "slots": slots})
+    atomic_write_text(model_dir / "train_state.json", json.dumps(payload, indent=1) + "\n")
+
+
+def load_train_state(model_dir: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    jpath, tpath = model_dir / "train_state.json", model_dir / "train_state.safetensors"
+    if not jpath.exists() or not tpath.exists():
+        raise CheckpointError(f"{model_dir}: nothing to resume (no train_state.json / train_state.safetensors)")
+    try:
+        state = json.loads(jpath.read_text(encoding="utf-8"))
+        tensors = load_file(str(tpath))
+    except (json.JSONDecodeError, UnicodeDecodeError, SafetensorError, OSError) as e:
+        raise CheckpointError(f"{model_dir}: training state is damaged ({e})") from None
+    opt = state.pop("optimizer")
+    restored = {"param_groups": opt["param_groups"], "state": {}}
+    for pid, slot in opt["slots"].items():
+        restored["state"][int(pid)] = {
+            k: (tensors[f"{pid}.{k}"] if v == "tensor" else v) for k, v in slot.items()}
+    try:
+        optimizer.load_state_dict(restored)
+    except (ValueError, KeyError) as e:
+        raise CheckpointError(f"{model_dir}: optimizer state does not fit this model/optimizer ({e})") from None
+    torch.set_rng_state(tensors["torch_rng"])
+    return state

@@ -1,0 +1,322 @@
+"""One configuration tree for data, vocabulary, model, training and decoding.
+
+A config is a YAML (or JSON) file of nested sections, validated on load: an unknown
+key or a value of the wrong type is a one-line ``ConfigError`` naming the file and
+the key.  ``--set section.key=value`` overrides are parsed as YAML scalars.  The
+whole tree is saved as ``config.json`` inside every model directory, so loading a
+directory rebuilds exactly the model that was trained.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration problem a user can fix; the message names file and key."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads 1e-3 as a float (YAML 1.2; PyYAML's 1.1 wants 1.0e-3)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[0-9][0-9_]*[eE][-+]?[0-9]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)
+
+
+@dataclass
+class DataConfig:
+    # Line-aligned parallel files (plain or .gz), or one TSV with source<TAB>target.
+    train_src: Optional[str] = None
+    train_tgt: Optional[str] = None
+    train_tsv: Optional[str] = None
+    valid_src: Optional[str] = None
+    valid_tgt: Optional[str] = None
+    valid_tsv: Optional[str] = None
+    max_len: int = 50  # pairs with more tokens on either side are dropped (RNNsearch-50)
+    reverse_source: bool = False  # Sutskever et al. (2014): feed the source backwards
+    lowercase: bool = False
+    valid_bleu_sentences: int = 1000  # cap on validation sentences decoded for BLEU
+
+
+@dataclass
+class VocabConfig:
+    kind: Literal["bpe", "unigram", "word"] = "bpe"
+    size: int = 8000  # per side, the 4 special tokens included (word: k-4 most frequent words)
+    joint: bool = False  # one sentencepiece model / word list for both sides
+    character_coverage: float = 1.0  # ~0.9995 for Chinese/Japanese
+    byte_fallback: bool = False  # sentencepiece: unknown characters become bytes
+
+
+@dataclass
+class ModelConfig:
+    arch: Literal["rnnsearch", "rnnencdec"] = "rnnsearch"
+    emb: int = 620  # m
+    hidden: int = 1000  # n (per encoder direction, and the decoder state)
+    align: int = 1000  # n' (additive alignment model)
+    maxout: int = 500  # l
+    score: Literal["additive", "dot", "general", "scaled_dot"] = "additive"
+    gru: Literal["paper", "cudnn"] = "paper"  # reset gate before U (paper) or after (cuDNN)
+    readout: Literal["prev", "new"] = "prev"  # deep output reads s_{i-1} (Appendix A) or s_i
+    init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
+    dropout_emb: float = 0.0  # on source and target embeddings
+    dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
+    dropout_readout: float = 0.0  # on the maxout output t_i
+    word_dropout: float = 0.0  # source tokens replaced by UNK during training
+
+
+@dataclass
+class TrainConfig:
+    optimizer: Literal["adadelta", "adam"] = "adadelta"
+    lr: float = 1.0
+    rho: float = 0.95  # Adadelta
+    eps: float = 1e-6  # Adadelta / Adam epsilon
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0
+    label_smoothing: float = 0.0
+    batch_size: int = 80  # sentences, or target tokens when batch_by == "tokens"
+    batch_by: Literal["sentences", "tokens"] = "sentences"
+    batching: Literal["paper", "bucket", "random"] = "paper"
+    sort_k: int = 20  # paper: take sort_k * batch pairs, sort by length, cut into sort_k batches
+    max_epochs: int = 10
+    max_steps: int = 0  # 0: no limit
+    max_minutes: float = 0.0  # 0: no limit (wall-clock budget, checked between steps)
+    valid_every: int = 1000  # steps; 0: validate at the end of each epoch only
+    valid_beam: int = 1
+    valid_metric: Literal["bleu", "loss"] = "bleu"
+    patience: int = 0  # validations without improvement before stopping; 0: never
+    lr_decay: float = 1.0  # multiply lr by this on a plateau (1.0: off)
+    lr_patience: int = 2
+    min_lr: float = 0.0
+    log_every: int = 100
+    keep_last: int = 1  # periodic checkpoints kept besides best and last
+    seed: int = 1234
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # torch CPU threads; 0: torch's default
+    progress: bool = True
+    tensorboard: bool = True  # when the tensorboard package is installed
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 5
+    alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
+    max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
+    batch_size: int = 64  # sentences per decoding batch
+    n_best: int = 1
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    preset: Optional[str] = None
+    model_dir: str = "runs/model"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        from .io import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+# Presets: starting points a config file refines. `paper` is Appendix A/B of the
+# paper; the small ones are sized for a laptop CPU.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "model": {"emb": 620, "hidden": 1000, "align": 1000, "maxout": 500},
+        "vocab": {"kind": "word", "size": 30000},
+        "train": {"optimizer": "adadelta", "lr": 1.0, "batch_size": 80, "batching": "paper"},
+    },
+    "small": {
+        "model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 256,
+                  "dropout_emb": 0.2, "dropout_hidden": 0.2, "dropout_readout": 0.3},
+        "vocab": {"kind": "bpe", "size": 8000},
+        "train": {"optimizer": "adam", "lr": 0.001, "batch_size": 64},
+    },
+    "tiny": {
+        "model": {"emb": 32, "hidden": 32, "align": 32, "maxout": 32},
+        "vocab": {"kind": "word", "size": 1000},
+        "train": {"optimizer": "adam", "lr": 0.003, "batch_size": 32, "batching": "bucket"},
+    },
+}
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin is typing.Union:
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check `value` against the annotation `tp`; return it (ints widen to floats)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, where)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
+    if origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise ConfigError(f"{where}: expected one of {_describe(tp)}, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
+
+
+def _merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _build(cls: type, raw: Any, where: str, source: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: {where or 'config'} must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(names)})"
+            raise ConfigError(f"{source}: unknown key '{path}'{hint}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value, path, source)
+        else:
+            kwargs[key] = _coerce(value, tp, f"{source}: {path}")
+    return cls(**kwargs)
+
+
+def _validate(cfg: Config, source: str) -> None:
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise ConfigError(f"{source}: {key}: {why}")
+
+    m, t, v, d = cfg.model, cfg.train, cfg.vocab, cfg.decode
+    for key in ("emb", "hidden", "align", "maxout"):
+        need(getattr(m, key) > 0, f"model.{key}", "must be a positive integer")
+    for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "word_dropout"):
+        need(0.0 <= getattr(m, key) < 1.0, f"model.{key}", "must be in [0, 1)")
+    need(v.size >= 8, "vocab.size", "must be at least 8")
+    need(0.0 < v.character_coverage <= 1.0, "vocab.character_coverage", "must be in (0, 1]")
+    need(t.batch_size > 0, "train.batch_size", "must be positive")
+    need(t.lr > 0, "train.lr", "must be positive")
+    need(t.clip_norm >= 0, "train.clip_norm", "must be >= 0 (0 disables clipping)")
+    need(0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
+    need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
+    need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
+    need(t.max_epochs >= 0 and t.max_steps >= 0, "train.max_epochs", "limits must be >= 0")
+    need(t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
+         "train.device", f"expected auto, cpu, cuda or cuda:N, got {t.device!r}")
+    need(1 <= d.beam <= 256, "decode.beam", "must be in 1..256")
+    need(1 <= d.n_best <= d.beam, "decode.n_best", "must be in 1..beam")
+    need(d.max_len_ratio > 0, "decode.max_len_ratio", "must be positive")
+    need(cfg.data.max_len >= 1, "data.max_len", "must be >= 1")
+    if cfg.data.train_tsv is None and (cfg.data.train_src is None) != (cfg.data.train_tgt is None):
+        raise ConfigError(f"{source}: data: give both train_src and train_tgt (or train_tsv)")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`model.hidden=256` -> (["model", "hidden"], 256); the value is a YAML scalar."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, value = text.split("=", 1)
+    try:
+        parsed = _yaml(value) if value != "" else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
+def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config") -> Config:
+    raw = copy.deepcopy(raw or {})
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = raw
+        for k in keys[:-1]:
+            if not isinstance(node.get(k), dict):
+                node[k] = {}
+            node = node[k]
+        node[keys[-1]] = value
+    preset = raw.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"{source}: preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+        raw = _merge(PRESETS[preset], raw)
+    cfg = _build(Config, raw, "", source)
+    _validate(cfg, source)
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read a YAML/JSON config file (or none: defaults) and apply `--set` overrides."""
+    if path is None:
+        return config_from_dict({}, overrides, source="--set")
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
+        raw = _yaml(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return config_from_dict(raw, overrides, source=str(path))

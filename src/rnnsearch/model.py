@@ -1,0 +1,203 @@
+"""RNNsearch (Bahdanau et al. 2014) and the RNNencdec baseline (Cho et al. 2014).
+
+Both models share one decoder loop and one deep-output layer; they differ only in
+what :meth:`encode` leaves for the decoder and in :meth:`attend`:
+
+* RNNsearch: a bidirectional encoder keeps every annotation h_j = [→h_j; ←h_j] and
+  each decoder step computes its own context c_i by attention.
+* RNNencdec: a unidirectional encoder squeezes the sentence into one vector
+  c = tanh(V h_Tx), given unchanged to every decoder step (attention is None).
+
+Shapes: batch B, source length S, target length T, hidden n, embedding m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import Attention, at_least_fp32
+from .config import ModelConfig
+from .gru import GRU, init_paper_
+from .vocab import PAD
+
+
+@dataclass
+class Encoded:
+    """What the decoder needs from the source, computed once per sentence.
+
+    annotations (B, S, ctx)   h_j (RNNsearch) — None for RNNencdec
+    keys        (B, S, ·)     U_a h_j + b_a, or W_k h_j — None for RNNencdec
+    context     (B, ctx)      the fixed c (RNNencdec) — None for RNNsearch
+    src_mask    (B, S)        True on real source words
+    state       (B, n)        s_0
+    """
+
+    annotations: Optional[torch.Tensor]
+    keys: Optional[torch.Tensor]
+    context: Optional[torch.Tensor]
+    src_mask: torch.Tensor
+    state: torch.Tensor
+
+    def index_select(self, index: torch.Tensor) -> "Encoded":
+        """Rows `index` of every tensor (to expand sentences into beams)."""
+        pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
+        return Encoded(pick(self.annotations), pick(self.keys), pick(self.context),
+                       pick(self.src_mask), pick(self.state))
+
+
+class RNNsearch(nn.Module):
+    """The paper's model (Appendix A). ``forward`` is teacher forcing; ``step`` decodes."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
+        super().__init__()
+        self.cfg = cfg
+        m, n, l = cfg.emb, cfg.hidden, cfg.maxout
+        ctx = self.context_size
+        self.src_emb = nn.Embedding(src_vocab, m, padding_idx=PAD)
+        self.tgt_emb = nn.Embedding(tgt_vocab, m, padding_idx=PAD)
+        self._build_encoder()
+        # Decoder GRU on [E y_{i-1}; c_i]: W (in the GRU) sees E y_{i-1}, C sees c_i.
+        self.decoder = GRU(m, n, cfg.gru)
+        self.C = nn.Linear(ctx, 3 * n, bias=False)
+        # Deep output (Appendix A.2.2): t̃_i = U_o s + V_o E y_{i-1} + C_o c_i, maxout, W_o.
+        self.U_o = nn.Linear(n, 2 * l)
+        self.V_o = nn.Linear(m, 2 * l, bias=False)
+        self.C_o = nn.Linear(ctx, 2 * l, bias=False)
+        self.W_o = nn.Linear(l, tgt_vocab)
+        self.drop_emb = nn.Dropout(cfg.dropout_emb)
+        self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
+        self.drop_readout = nn.Dropout(cfg.dropout_readout)
+        init_paper_(self)
+        with torch.no_grad():  # keep <pad> rows zero after the paper's initialisation
+            self.src_emb.weight[PAD].zero_()
+            self.tgt_emb.weight[PAD].zero_()
+
+    # -- encoder ---------------------------------------------------------------
+    @property
+    def context_size(self) -> int:
+        return 2 * self.cfg.hidden
+
+    def _build_encoder(self) -> None:
+        cfg = self.cfg
+        self.enc_fwd = GRU(cfg.emb, cfg.hidden, cfg.gru)
+        self.enc_bwd = GRU(cfg.emb, cfg.hidden, cfg.gru)
+        init_size = 2 * cfg.hidden if cfg.init_state == "mean" else cfg.hidden
+        self.W_s = nn.Linear(init_size, cfg.hidden)
+        self.attention = Attention(cfg.score, cfg.hidden, 2 * cfg.hidden, cfg.align)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
+        """Annotations h_j = [→h_j; ←h_j] (Appendix A.2.1) and s_0 = tanh(W_s ←h_1)."""
+        x = self.drop_emb(self.src_emb(src))  # E x_j, shared by both directions
+        h0 = x.new_zeros(src.size(0), self.cfg.hidden)
+        fwd, _ = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0)
+        bwd, _ = self.enc_bwd.run(self.enc_bwd.W(x), src_mask, h0, reverse=True)
+        annotations = torch.cat([fwd, bwd], -1)
+        if self.cfg.init_state == "mean":  # dl4mt/Nematus: mean of the annotations
+            keep = src_mask.unsqueeze(-1).to(annotations.dtype)
+            summary = (annotations * keep).sum(1) / keep.sum(1)
+        else:
+            summary = bwd[:, 0]  # ←h_1: the backward pass has read the whole sentence
+        state = torch.tanh(self.W_s(summary))
+        annotations = self.drop_hidden(annotations)
+        keys = self.attention.keys(annotations)  # U_a h_j does not depend on i: once per sentence
+        return Encoded(annotations, keys, None, src_mask, state)
+
+    def attend(self, enc: Encoded, state: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """c_i and α_i from s_{i-1}: (B, ctx), (B, S)."""
+        return self.attention(state, enc.keys, enc.annotations, enc.src_mask)
+
+    # -- decoder ---------------------------------------------------------------
+    def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Logits from the deep output; works on (B, ·) or (B, T, ·) alike."""
+        t = self.U_o(state) + self.V_o(y_emb) + self.C_o(context)  # t̃_i, 2l wide
+        t = t.unflatten(-1, (-1, 2)).amax(-1)  # maxout over pairs -> l
+        return self.W_o(self.drop_readout(t))
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Teacher forcing.
+
+        src, src_mask (B, S); tgt_in (B, T) = <s> y_1 .. y_{T-1}.
+        Returns log p(y_i | y_<i, x) (B, T, V) and attention α (B, T, S) (None for RNNencdec).
+        """
+        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=True)
+
+    def logits(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor):
+        """Like forward, but unnormalised scores (what the training loss consumes)."""
+        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=False)
+
+    def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool):
+        y_emb = self.drop_emb(self.tgt_emb(tgt_in))
+        # Hoisted out of the loop: W E y_{i-1} + b for every step in one product, and
+        # for RNNencdec the constant C c as well.
+        x_proj = self.decoder.W(y_emb)
+        if enc.context is not None:
+            x_proj = x_proj + self.C(enc.context).unsqueeze(1)
+        s, read_states, contexts, alphas = enc.state, [], [], []
+        for i in range(tgt_in.size(1)):
+            if enc.context is None:
+                c, alpha = self.attend(enc, s)  # from s_{i-1}
+                s_new = self.decoder.cell(x_proj[:, i] + self.C(c), s)
+                contexts.append(c)
+                alphas.append(alpha)
+            else:
+                s_new = self.decoder.cell(x_proj[:, i], s)
+            read_states.append(s if self.cfg.readout == "prev" else s_new)
+            s = s_new
+        states = torch.stack(read_states, 1)
+        if enc.context is None:
+            context = torch.stack(contexts, 1)
+            attention = torch.stack(alphas, 1)
+        else:
+            context = enc.context.unsqueeze(1).expand(-1, states.size(1), -1)
+            attention = None
+        # Readout and output layer for all steps at once, after the loop.
+        logits = self.readout(states, y_emb, context)
+        return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
+
+    def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor):
+        """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None."""
+        y_emb = self.tgt_emb(y_prev)
+        c, alpha = self.attend(enc, state)
+        x_proj = self.decoder.W(y_emb) + self.C(c)
+        s_new = self.decoder.cell(x_proj, state)
+        read = state if self.cfg.readout == "prev" else s_new
+        logits = self.readout(read, y_emb, c)
+        return F.log_softmax(at_least_fp32(logits), -1), s_new, alpha
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+class RNNencdec(RNNsearch):
+    """Cho et al. (2014) encoder–decoder: one fixed context vector for every step."""
+
+    @property
+    def context_size(self) -> int:
+        return self.cfg.hidden
+
+    def _build_encoder(self) -> None:
+        cfg = self.cfg
+        self.enc_fwd = GRU(cfg.emb, cfg.hidden, cfg.gru)
+        self.V = nn.Linear(cfg.hidden, cfg.hidden)  # c = tanh(V h_Tx)
+        self.V_s = nn.Linear(cfg.hidden, cfg.hidden)  # s_0 = tanh(V' c)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
+        x = self.drop_emb(self.src_emb(src))
+        h0 = x.new_zeros(src.size(0), self.cfg.hidden)
+        _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0)  # h_Tx (padding carries it)
+        context = self.drop_hidden(torch.tanh(self.V(last)))
+        return Encoded(None, None, context, src_mask, torch.tanh(self.V_s(context)))
+
+    def attend(self, enc: Encoded, state: torch.Tensor):
+        return enc.context, None
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> RNNsearch:
+    cls = RNNsearch if cfg.arch == "rnnsearch" else RNNencdec
+    return cls(cfg, src_vocab, tgt_vocab)

@@ -1,0 +1,271 @@
+"""Training (paper Appendix B): minibatch SGD with Adadelta or Adam, clipped gradients,
+periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Optional
+
+import sacrebleu
+import torch
+import torch.nn.functional as F
+
+from .checkpoint import (CheckpointError, load_train_state, load_weights, read_config, save_train_state,
+                         save_weights)
+from .config import Config
+from .data import ParallelData, collate, make_batches, read_parallel
+from .io import atomic_write_text
+from .attention import at_least_fp32
+from .model import build_model
+from .translate import Translator, resolve_device
+from .vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
+
+log = logging.getLogger("rnnsearch")
+
+MAX_BAD_STEPS = 20  # consecutive non-finite losses/gradients before giving up
+
+
+def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+    t = cfg.train
+    if t.optimizer == "adadelta":
+        return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
+    return torch.optim.Adam(params, lr=t.lr, eps=1e-8 if t.eps == 1e-6 else t.eps, weight_decay=t.weight_decay)
+
+
+def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over real target tokens. logits (B, T, V), target (B, T)."""
+    return F.cross_entropy(at_least_fp32(logits.reshape(-1, logits.size(-1))), target.reshape(-1),
+                           ignore_index=PAD, reduction="sum", label_smoothing=label_smoothing)
+
+
+class MetricsLog:
+    """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
+
+    def __init__(self, model_dir: Path, tensorboard: bool):
+        self.path = model_dir / "log.jsonl"
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(model_dir / "tensorboard"))
+            except Exception:  # tensorboard not installed: the JSONL log is enough
+                self.tb = None
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
+                    self.tb.add_scalar(k, v, record.get("step", 0))
+            self.tb.flush()
+
+
+def _load_pairs(cfg: Config, split: str):
+    d = cfg.data
+    src, tgt, tsv = getattr(d, f"{split}_src"), getattr(d, f"{split}_tgt"), getattr(d, f"{split}_tsv")
+    if src is None and tsv is None:
+        return None
+    return read_parallel(src, tgt, tsv)
+
+
+@torch.no_grad()
+def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> float:
+    """Mean per-token negative log-likelihood (teacher forcing, no dropout)."""
+    model.eval()
+    total, tokens = 0.0, 0
+    order = sorted(range(len(data)), key=lambda i: len(data.examples[i].tgt))
+    for start in range(0, len(order), batch_size):
+        batch = collate([data.examples[i] for i in order[start:start + batch_size]]).to(device)
+        logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+        total += float(sequence_loss(logits, batch.tgt_out))
+        tokens += batch.n_tgt_tokens
+    return total / max(tokens, 1)
+
+
+def validate(translator: Translator, data: ParallelData, raw_src: list[str], raw_tgt: list[str],
+             cfg: Config, with_bleu: bool) -> dict:
+    out = {"valid_loss": evaluate_loss(translator.model, data, translator.device)}
+    out["valid_ppl"] = math.exp(min(out["valid_loss"], 50))
+    if with_bleu:
+        n = min(len(raw_src), cfg.data.valid_bleu_sentences)
+        hyps = translator.translate(raw_src[:n], beam=cfg.train.valid_beam, attention=False)
+        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [raw_tgt[:n]]).score
+    translator.model.train()
+    return out
+
+
+def train(cfg: Config, resume: bool = False) -> Path:
+    """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
+
+    With `resume`, continue from the directory's last checkpoint (config taken from it).
+    """
+    t = cfg.train
+    model_dir = Path(cfg.model_dir)
+    if resume:
+        saved = read_config(model_dir)
+        saved.train.max_epochs, saved.train.max_steps = t.max_epochs, t.max_steps
+        saved.train.max_minutes, saved.train.progress, saved.train.device = t.max_minutes, t.progress, t.device
+        cfg, t = saved, saved.train
+        cfg.model_dir = str(model_dir)
+        (model_dir / "DONE").unlink(missing_ok=True)
+    elif (model_dir / "train_state.json").exists():
+        raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
+                              "or choose another model_dir")
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    device = resolve_device(t.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    train_src, train_tgt = _load_pairs(cfg, "train") or (None, None)
+    if train_src is None:
+        raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to train")
+    valid = _load_pairs(cfg, "valid")
+    model_dir.mkdir(parents=True, exist_ok=True)
+    if resume:
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+    else:
+        log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
+        src_tok, tgt_tok = build_tokenizers(cfg.vocab, [s for s in train_src], [s for s in train_tgt], t.seed)
+        save_tokenizers(model_dir, cfg.vocab, src_tok, tgt_tok)
+        cfg.save(model_dir / "config.json")
+    d = cfg.data
+    train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
+                                     d.lowercase, name="train")
+    valid_data = None
+    if valid is not None:
+        valid_data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source,
+                                         d.lowercase, name="valid")
+        keep = [e.index for e in valid_data.examples]
+        valid_src = [valid[0][i] for i in keep]
+        valid_tgt = [valid[1][i] for i in keep]
+
+    model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
+    optimizer = make_optimizer(cfg, model.parameters())
+    state = {"step": 0, "epoch": 0, "position": 0, "best": None, "bad_validations": 0,
+             "lr_bad": 0, "lr": t.lr, "tokens": 0, "seconds": 0.0}
+    if resume:
+        load_weights(model_dir / "last.safetensors", model)
+        state.update(load_train_state(model_dir, optimizer))
+        log.info("resumed %s at step %d (epoch %d, batch %d)", model_dir, state["step"], state["epoch"],
+                 state["position"])
+    log.info("model %s: %s parameters", cfg.model.arch, f"{model.num_parameters():,}")
+    metrics = MetricsLog(model_dir, t.tensorboard)
+    translator = Translator(cfg, model, src_tok, tgt_tok, device)
+
+    def checkpoint(tag: str) -> Optional[dict]:
+        record = {"step": state["step"], "epoch": state["epoch"]}
+        improved = True
+        if valid_data is not None:
+            record.update(validate(translator, valid_data, valid_src, valid_tgt, cfg, t.valid_metric == "bleu"))
+            score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
+            improved = state["best"] is None or score > state["best"]
+            if improved:
+                state["best"], state["bad_validations"], state["lr_bad"] = score, 0, 0
+            else:
+                state["bad_validations"] += 1
+                state["lr_bad"] += 1
+                if t.lr_decay < 1.0 and state["lr_bad"] >= t.lr_patience:
+                    state["lr"] = max(t.min_lr, state["lr"] * t.lr_decay)
+                    state["lr_bad"] = 0
+                    for group in optimizer.param_groups:
+                        group["lr"] = state["lr"]
+                    log.info("no improvement for %d validations: lr -> %g", t.lr_patience, state["lr"])
+        record.update(kind=tag, lr=state["lr"], best=state["best"])
+        metrics.write(record)
+        meta = {"step": str(state["step"])}
+        if improved:
+            save_weights(model_dir / "model.safetensors", model, meta)
+        save_weights(model_dir / "last.safetensors", model, meta)
+        save_train_state(model_dir, optimizer, state)
+        shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
+        log.info("step %d %s %s", state["step"], tag, shown)
+        return record
+
+    started = time.time() - state["seconds"]
+    stop = None
+    bad_in_row = 0
+    model.train()
+    while stop is None:
+        epoch = state["epoch"]
+        if t.max_epochs and epoch >= t.max_epochs:
+            break
+        batches = make_batches(train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
+        bar = None
+        if t.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(batches), initial=state["position"], desc=f"epoch {epoch + 1}",
+                       dynamic_ncols=True, leave=False)
+        window_loss, window_tok, window_t0 = 0.0, 0, time.time()
+        for pos in range(state["position"], len(batches)):
+            rng = random.Random(t.seed * 1_000_003 + epoch * 100_003 + pos)  # resumable word dropout
+            batch = collate([train_data.examples[i] for i in batches[pos]], cfg.model.word_dropout, rng)
+            n_tok = batch.n_tgt_tokens  # counted on the CPU: no device sync
+            batch = batch.to(device)
+            logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+            loss = sequence_loss(logits, batch.tgt_out, t.label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            (loss / n_tok).backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm else float("inf"))
+            state["position"] = pos + 1
+            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                bad_in_row += 1
+                metrics.write({"step": state["step"], "kind": "skipped", "reason": "non-finite loss or gradient"})
+                log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)",
+                            state["step"], bad_in_row)
+                if bad_in_row >= MAX_BAD_STEPS:
+                    raise FloatingPointError(
+                        f"{bad_in_row} non-finite updates in a row: lower train.lr, keep train.clip_norm > 0, "
+                        "or use train.optimizer=adadelta")
+                continue
+            bad_in_row = 0
+            optimizer.step()
+            state["step"] += 1
+            state["tokens"] += n_tok
+            window_loss += float(loss.detach())
+            window_tok += n_tok
+            if bar is not None:
+                bar.update(1)
+            if state["step"] % t.log_every == 0 or pos == len(batches) - 1:
+                elapsed = max(time.time() - window_t0, 1e-9)
+                mean = window_loss / max(window_tok, 1)
+                rec = {"step": state["step"], "epoch": epoch, "kind": "train", "loss": mean,
+                       "ppl": math.exp(min(mean, 50)), "tok_per_s": window_tok / elapsed,
+                       "grad_norm": float(grad_norm), "lr": state["lr"]}
+                metrics.write(rec)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
+                window_loss, window_tok, window_t0 = 0.0, 0, time.time()
+            state["seconds"] = time.time() - started
+            if t.valid_every and state["step"] % t.valid_every == 0 and pos < len(batches) - 1:
+                checkpoint("valid")
+                if t.patience and state["bad_validations"] >= t.patience:
+                    stop = f"no improvement in {t.patience} validations"
+                    break
+            if t.max_steps and state["step"] >= t.max_steps:
+                stop = f"reached max_steps={t.max_steps}"
+                break
+            if t.max_minutes and state["seconds"] >= t.max_minutes * 60:
+                stop = f"reached max_minutes={t.max_minutes}"
+                break
+        if bar is not None:
+            bar.close()
+        if state["position"] >= len(batches):
+            state["epoch"], state["position"] = epoch + 1, 0
+        checkpoint("epoch" if stop is None else "final")
+        if stop is None and t.patience and state["bad_validations"] >= t.patience:
+            stop = f"no improvement in {t.patience} validations"
+    log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={t.max_epochs}", model_dir)
+    atomic_write_text(model_dir / "DONE", json.dumps({"reason": stop or "max_epochs", "step": state["step"]}) + "\n")
+    return model_dir

@@ -1,0 +1,42 @@
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from rnnsearch.config import ModelConfig
+from rnnsearch.model import build_model
+from rnnsearch.vocab import PAD
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def tiny_model(arch="rnnsearch", seed=0, double=True, scale=0.5, **kw):
+    """A small model with large random weights, so attention is far from uniform."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(arch=arch, emb=kw.pop("emb", 8), hidden=kw.pop("hidden", 6), align=kw.pop("align", 7),
+                      maxout=kw.pop("maxout", 5), **kw)
+    model = build_model(cfg, 17, 19)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, scale)
+    if double:
+        model.double()
+    return model.eval()
+
+
+def random_batch(lengths, vocab=17, seed=0):
+    """Right-padded source ids (B, S) with ids >= 4 and its mask."""
+    rng = random.Random(seed)
+    width = max(lengths)
+    src = torch.full((len(lengths), width), PAD, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.tensor([rng.randrange(4, vocab) for _ in range(n)])
+    return src, src != PAD
+
+
+@pytest.fixture
+def shared_data():
+    if not SHARED_DATA.exists():
+        pytest.skip(f"corpora not available: {SHARED_DATA} is absent (tests read ../shared/data when present)")
+    return SHARED_DATA

@@ -1,0 +1,120 @@
+"""Model behaviour: shapes, masking, normalised attention, RNNencdec's fixed context, gradients."""
+
+import pytest
+import torch
+
+from rnnsearch.vocab import BOS, PAD
+
+from conftest import random_batch, tiny_model
+
+SCORES = ["additive", "dot", "general", "scaled_dot"]
+
+
+def teacher_inputs(batch, length, vocab=19, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    tgt = torch.randint(4, vocab, (batch, length), generator=g)
+    tgt[:, 0] = BOS
+    return tgt
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_shapes_and_normalised_attention(score):
+    model = tiny_model(score=score)
+    src, mask = random_batch([5, 3, 1])
+    lp, attn = model(src, mask, teacher_inputs(3, 4))
+    assert lp.shape == (3, 4, 19) and attn.shape == (3, 4, 5)
+    assert torch.allclose(lp.exp().sum(-1), torch.ones(3, 4, dtype=lp.dtype))
+    assert torch.allclose(attn.sum(-1), torch.ones(3, 4, dtype=attn.dtype))
+    # padding gets exactly zero weight, and attention is not uniform on real words
+    assert (attn[1, :, 3:] == 0).all() and (attn[2, :, 1:] == 0).all()
+    assert attn[0].std(-1).min() > 1e-3
+
+
+@pytest.mark.parametrize("gru", ["paper", "cudnn"])
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
+def test_padding_and_batch_composition_change_nothing(arch, gru):
+    model = tiny_model(arch, gru=gru)
+    src, mask = random_batch([6, 4, 2], seed=3)
+    tgt = teacher_inputs(3, 5)
+    lp, attn = model(src, mask, tgt)
+    # garbage ids in padded positions (mask still False) change nothing
+    noisy = src.clone()
+    noisy[~mask] = 9
+    lp2, attn2 = model(noisy, mask, tgt)
+    assert torch.allclose(lp, lp2, atol=1e-12)
+    # each sentence alone, without padding, gives the same result as inside the batch
+    for i, n in enumerate([6, 4, 2]):
+        lp1, attn1 = model(src[i:i + 1, :n], mask[i:i + 1, :n], tgt[i:i + 1])
+        assert torch.allclose(lp1[0], lp[i], atol=1e-10)
+        if attn is not None:
+            assert torch.allclose(attn1[0], attn[i, :, :n], atol=1e-10)
+
+
+def test_rnnencdec_has_no_attention_and_a_constant_context():
+    model = tiny_model("rnnencdec")
+    src, mask = random_batch([5, 2])
+    seen = []
+    handle = model.C_o.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    lp, attn = model(src, mask, teacher_inputs(2, 6))
+    handle.remove()
+    assert attn is None
+    ctx = seen[0]  # (B, T, ctx): the context fed to the deep output at every step
+    assert ctx.shape == (2, 6, 6)
+    assert torch.equal(ctx, ctx[:, :1].expand_as(ctx))
+    # and it really depends on the source
+    assert not torch.allclose(ctx[0, 0], ctx[1, 0])
+
+
+@pytest.mark.parametrize("arch,readout", [("rnnsearch", "prev"), ("rnnsearch", "new"), ("rnnencdec", "prev")])
+def test_step_by_step_decoding_equals_teacher_forcing(arch, readout):
+    model = tiny_model(arch, readout=readout)
+    src, mask = random_batch([4, 3])
+    tgt = teacher_inputs(2, 5)
+    lp, attn = model(src, mask, tgt)
+    enc = model.encode(src, mask)
+    state = enc.state
+    for i in range(tgt.size(1)):
+        lp_i, state, attn_i = model.step(enc, state, tgt[:, i])
+        assert torch.allclose(lp_i, lp[:, i], atol=1e-10)
+        if attn is not None:
+            assert torch.allclose(attn_i, attn[:, i], atol=1e-10)
+
+
+def test_paper_initialisation():
+    from rnnsearch.config import ModelConfig
+    from rnnsearch.model import build_model
+
+    model = build_model(ModelConfig(emb=20, hidden=16, align=12, maxout=8), 50, 60)
+    U = model.enc_fwd.U.weight.detach()
+    for block in U.chunk(3, 0):  # each recurrent gate matrix is orthogonal
+        assert torch.allclose(block @ block.t(), torch.eye(16), atol=1e-5)
+    assert (model.attention.v_a.weight == 0).all()
+    assert model.attention.W_a.weight.std() < 0.003  # N(0, 0.001^2)
+    assert 0.005 < model.W_o.weight.std() < 0.015  # N(0, 0.01^2)
+    assert (model.decoder.W.bias == 0).all()
+    assert (model.tgt_emb.weight[PAD] == 0).all()
+
+
+def test_paper_preset_parameter_count():
+    from rnnsearch.config import config_from_dict
+    from rnnsearch.model import build_model
+
+    cfg = config_from_dict({"preset": "paper"})
+    n = build_model(cfg.model, 30000, 30000).num_parameters()
+    assert abs(n - 80.4e6) < 0.1e6
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_gradients_match_finite_differences(score):
+    model = tiny_model(score=score, emb=3, hidden=3, align=3, maxout=2, scale=0.3)
+    src, mask = random_batch([3, 2])
+    tgt = teacher_inputs(2, 3)
+    names = ["attention." + ("U_a.weight" if score == "additive" else "W_k.weight"), "decoder.U.weight",
+             "enc_bwd.W.weight", "W_s.weight"]
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in model.named_parameters() if k in names}
+
+    def loss(*ps):
+        out, _ = torch.func.functional_call(model, dict(zip(params, ps)), (src, mask, tgt))
+        return out.sum()
+
+    assert torch.autograd.gradcheck(loss, tuple(params.values()), eps=1e-6, atol=1e-5)
