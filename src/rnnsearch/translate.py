@@ -32,6 +32,8 @@ class Translation:
         """SPEC form: {"source": [...], "target": [...], "weights": [[...] per target token]}."""
         if self.attention is None:
             return None
+        if not self.tokens and not self.source_tokens:  # an empty input line
+            return {"source": [], "target": [], "weights": []}
         return {"source": self.source_tokens, "target": self.tokens + ["</s>"], "weights": self.attention}
 
 
@@ -65,7 +67,8 @@ class Translator:
             raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
         sentences = list(sentences)
         ids = [self.encode_source(s) for s in sentences]
-        out: list[list[Translation]] = [[Translation("", [], 0.0)] * n_best for _ in sentences]
+        empty = Translation("", [], 0.0, [], [] if attention else None)
+        out: list[list[Translation]] = [[empty] * n_best for _ in sentences]
         todo = [i for i, x in enumerate(ids) if x]
         self.model.eval()
         for group in iterate_sorted([ids[i] for i in todo], batch_size or d.batch_size):

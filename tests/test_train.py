@@ -1,0 +1,134 @@
+"""End to end: train on a toy task, translate, save/load, resume, and the command line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import rnnsearch
+from rnnsearch.checkpoint import CheckpointError
+from rnnsearch.config import config_from_dict
+from rnnsearch.toy import toy_pairs, write_toy_corpus
+from rnnsearch.train import train
+
+TOY = dict(vocab=10, min_len=3, max_len=7)
+
+
+def toy_config(tmp: Path, name: str, **train_kw) -> "rnnsearch.Config":
+    data = write_toy_corpus(tmp / "data", task="reverse", n_train=1500, n_valid=50, **TOY)
+    train_cfg = {"max_epochs": 8, "lr": 0.01, "batch_size": 32, "valid_every": 0, "progress": False,
+                 "tensorboard": False, "threads": 1}
+    train_cfg.update(train_kw)
+    return config_from_dict({"preset": "tiny", "model_dir": str(tmp / name), "data": data,
+                             "model": {"emb": 24, "hidden": 32, "align": 32, "maxout": 32},
+                             "train": train_cfg, "decode": {"beam": 3}})
+
+
+@pytest.fixture(scope="module")
+def reverse_model(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reverse")
+    return train(toy_config(tmp, "model"))
+
+
+def test_learns_to_reverse_with_anti_diagonal_attention(reverse_model):
+    model = rnnsearch.load(reverse_model, device="cpu")
+    src, tgt = toy_pairs(100, "reverse", seed=99, **TOY)
+    out = model.translate(src, beam=3)
+    assert sum(o.text == g for o, g in zip(out, tgt)) >= 90
+    on_diagonal = total = 0
+    for s, o in zip(src, out):
+        n = len(s.split())
+        for i, row in enumerate(o.attention[: len(o.tokens)]):
+            total += 1
+            on_diagonal += max(range(n), key=row.__getitem__) == n - 1 - i
+    assert on_diagonal / total >= 0.8  # attention found the reversed alignment
+
+
+def test_model_directory_layout_and_round_trip(reverse_model):
+    names = {p.name for p in reverse_model.iterdir()}
+    assert {"config.json", "model.safetensors", "last.safetensors", "train_state.json",
+            "train_state.safetensors", "joint.vocab.txt", "log.jsonl"} <= names or \
+           {"config.json", "model.safetensors", "src.vocab.txt", "tgt.vocab.txt"} <= names
+    assert not any(n.endswith((".tmp", ".pt", ".pkl")) for n in names)
+    records = [json.loads(line) for line in (reverse_model / "log.jsonl").read_text().splitlines()]
+    assert any(r.get("kind") == "train" and "tok_per_s" in r for r in records)
+    assert any("valid_bleu" in r for r in records)
+    a = rnnsearch.load(reverse_model, device="cpu")
+    b = rnnsearch.load(reverse_model, device="cpu")
+    src = ["w1 w2 w3 w4", "w9 w8 w7 w6 w5 w4", "w0 w0 w1"]
+    ta, tb = a.translate(src, n_best=2), b.translate(src, n_best=2)
+    for x, y in zip(ta, tb):
+        assert [h.text for h in x] == [h.text for h in y]
+        assert [h.score for h in x] == [h.score for h in y]
+        assert x[0].attention == y[0].attention
+    # the translator's model equals the saved weights exactly
+    saved = load_file(str(reverse_model / "model.safetensors"))
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, saved[k])
+
+
+def test_translation_api_shapes(reverse_model):
+    model = rnnsearch.load(reverse_model, device="cpu")
+    results = model.translate(["w1 w2 w3", "", "w4 w5 w6 w7 w8"], beam=4)
+    assert results[1].text == "" and results[1].tokens == []
+    t = results[2]
+    att = t.attention_json()
+    assert att["source"] == ["w4", "w5", "w6", "w7", "w8"]
+    assert att["target"] == t.tokens + ["</s>"]
+    assert len(att["weights"]) == len(att["target"])
+    assert all(abs(sum(r) - 1) < 1e-5 and len(r) == 5 for r in att["weights"])
+
+
+def test_resume_reaches_the_same_weights(tmp_path):
+    # dropout and word dropout on, so the RNG state has to be restored too
+    kw = dict(max_epochs=3, batch_size=64)
+    straight = toy_config(tmp_path, "straight", **kw)
+    straight.model.dropout_emb = straight.model.dropout_readout = 0.2
+    straight.model.word_dropout = 0.1
+    train(straight)
+    cut = toy_config(tmp_path, "cut", max_steps=30, **kw)
+    cut.model = straight.model
+    train(cut)
+    with pytest.raises(CheckpointError, match="--resume"):
+        train(cut)  # refuses to overwrite a run
+    cut.train.max_steps = 0
+    train(cut, resume=True)
+    a = load_file(str(tmp_path / "straight" / "last.safetensors"))
+    b = load_file(str(tmp_path / "cut" / "last.safetensors"))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def run_cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "rnnsearch", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_translate_command_keeps_line_counts_and_writes_attention(reverse_model, tmp_path):
+    att = tmp_path / "att.jsonl"
+    res = run_cli("translate", "--model", str(reverse_model), "--beam", "3", "--attention", str(att),
+                  stdin="w1 w2 w3\n\nw5 w6 w7 w8\n")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.split("\n")
+    assert lines == ["w3 w2 w1", "", "w8 w7 w6 w5", ""]
+    records = [json.loads(x) for x in att.read_text().splitlines()]
+    assert len(records) == 3 and records[1] == {"source": [], "target": [], "weights": []}
+    assert records[0]["source"] == ["w1", "w2", "w3"]
+    res = run_cli("translate", "--model", str(reverse_model), "--n-best", "2", "--beam", "3", stdin="w1 w2\n")
+    rows = [r.split("\t") for r in res.stdout.strip().split("\n")]
+    assert len(rows) == 2 and all(r[0] == "0" for r in rows) and float(rows[0][1]) >= float(rows[1][1])
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    res = run_cli("translate", "--model", str(tmp_path / "nowhere"), stdin="a\n")
+    assert res.returncode == 2 and res.stderr.strip() == f"rnnsearch: error: {tmp_path / 'nowhere'}: no such model directory"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  hiden: 3\n")
+    res = run_cli("train", str(bad))
+    assert res.returncode == 2
+    assert "unknown key 'model.hiden' (did you mean 'hidden'?)" in res.stderr
+    assert "Traceback" not in res.stderr
