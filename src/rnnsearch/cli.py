@@ -164,6 +164,13 @@ def cmd_quickstart(args) -> None:
         print(_ascii_attention(tr))
 
 
+def cmd_demo(args) -> None:
+    from .demo import run_demo
+
+    run_demo(args.out, seed=args.seed, n_train=args.sentences, minutes=args.minutes, epochs=args.epochs,
+             overrides=args.set or [], progress=not args.no_progress)
+
+
 def _ascii_attention(tr) -> str:
     shades = " .:-=+*#%@"
     rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
@@ -214,6 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src-vocab", type=int)
     p.add_argument("--tgt-vocab", type=int)
     p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("demo", help="English→Chinese demo: train, translate, show attention (under 5 minutes)")
+    p.add_argument("--out", default="rnnsearch-demo", help="output directory (default ./rnnsearch-demo)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--sentences", type=int, default=20000, help="training sentences to generate")
+    p.add_argument("--minutes", type=float, default=3.5, help="training time budget")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a demo setting")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("quickstart", help="train a tiny RNNsearch to reverse sequences (about a minute)")
     p.add_argument("--out", default="rnnsearch-quickstart")

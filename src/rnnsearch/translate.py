@@ -81,6 +81,32 @@ class Translator:
                 out[r] = [self._result(ids[r], h) for h in nbest]
         return [o[0] for o in out] if n_best == 1 else out
 
+    @torch.no_grad()
+    def force(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[Optional[list[list[float]]]]:
+        """Attention under teacher forcing on given translations (for alignment scoring).
+
+        Returns per pair the weights, one row per target token plus </s>, columns in the
+        source's reading order (also with reverse_source); None for RNNencdec.
+        """
+        from .data import Example, collate
+
+        self.model.eval()
+        examples = [Example(self.encode_source(s), self.tgt_tok.encode(normalize(t, self.cfg.data.lowercase)), k)
+                    for k, (s, t) in enumerate(zip(sources, targets, strict=True))]
+        out: list = [None] * len(examples)
+        for group in iterate_sorted([e.src for e in examples], batch_size):
+            batch = collate([examples[g] for g in group]).to(self.device)
+            _, attn = self.model(batch.src, batch.src_mask, batch.tgt_in)
+            if attn is None:
+                continue
+            for row, g in enumerate(group):
+                e = examples[g]
+                w = attn[row, : len(e.tgt) + 1, : len(e.src)]
+                if self.cfg.data.reverse_source:
+                    w = w.flip(-1)
+                out[g] = w.tolist()
+        return out
+
     def _result(self, src_ids: list[int], hyp) -> Translation:
         src_ids = src_ids[::-1] if self.cfg.data.reverse_source else src_ids
         weights = hyp.attention

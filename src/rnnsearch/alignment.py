@@ -1,0 +1,82 @@
+"""Hard alignments from attention, Pharaoh format, and alignment error rate.
+
+Pharaoh format: one line per sentence pair, links ``i-j`` with i the source word and
+j the target word (0-based); ``i-j-P`` marks a possible (not sure) link.
+
+AER (Och & Ney 2003), over a corpus, with A the predicted links, S the sure and P
+the possible gold links (S ⊆ P):
+
+    precision = |A ∩ P| / |A|      recall = |A ∩ S| / |S|
+    AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+Links = set[tuple[int, int]]
+
+
+def parse_pharaoh(line: str, where: str = "alignment") -> tuple[Links, Links]:
+    """`"0-0 1-2-P"` -> (sure, possible) with possible ⊇ sure."""
+    sure, possible = set(), set()
+    for item in line.split():
+        parts = item.split("-")
+        try:
+            i, j = int(parts[0]), int(parts[1])
+            if len(parts) == 2:
+                sure.add((i, j))
+            elif len(parts) == 3 and parts[2] in ("P", "p"):
+                pass
+            else:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise ValueError(f"{where}: bad link {item!r} (expected i-j or i-j-P)") from None
+        possible.add((i, j))
+    return sure, possible
+
+
+def format_pharaoh(links: Iterable[tuple[int, int]], possible: Iterable[tuple[int, int]] = ()) -> str:
+    out = [f"{i}-{j}" for i, j in sorted(set(links))]
+    out += [f"{i}-{j}-P" for i, j in sorted(set(possible) - set(links))]
+    return " ".join(sorted(out, key=lambda s: tuple(int(x) for x in s.split("-")[:2])))
+
+
+def argmax_links(weights: Sequence[Sequence[float]]) -> Links:
+    """One link per target word: the source word with the most attention. weights[j][i]."""
+    return {(max(range(len(row)), key=row.__getitem__), j) for j, row in enumerate(weights) if len(row)}
+
+
+def threshold_links(weights: Sequence[Sequence[float]], threshold: float = 0.3) -> Links:
+    """Many-to-many: every source word with weight ≥ threshold, plus each row's argmax."""
+    links = argmax_links(weights)
+    links |= {(i, j) for j, row in enumerate(weights) for i, w in enumerate(row) if w >= threshold}
+    return links
+
+
+def aer(predicted: Sequence[Links], sure: Sequence[Links], possible: Sequence[Links]) -> dict:
+    """Corpus-level AER, precision and recall."""
+    a = s = a_s = a_p = 0
+    for pred, gs, gp in zip(predicted, sure, possible, strict=True):
+        gp = gp | gs
+        a += len(pred)
+        s += len(gs)
+        a_s += len(pred & gs)
+        a_p += len(pred & gp)
+    return {"aer": 1.0 - (a_s + a_p) / max(a + s, 1), "precision": a_p / max(a, 1),
+            "recall": a_s / max(s, 1), "links": a, "sure": s}
+
+
+def content_word_accuracy(weights_per_pair: Sequence[Sequence[Sequence[float]]], sure: Sequence[Links],
+                          roles: Sequence[Sequence[str]]) -> float:
+    """Share of content target words whose attention argmax is one of their sure source words."""
+    hit = total = 0
+    for weights, gs, rs in zip(weights_per_pair, sure, roles, strict=True):
+        for j, role in enumerate(rs):
+            gold = {i for i, jj in gs if jj == j}
+            if role != "content" or not gold:
+                continue
+            row = weights[j]
+            total += 1
+            hit += max(range(len(row)), key=row.__getitem__) in gold
+    return hit / max(total, 1)

@@ -1,0 +1,89 @@
+"""Attention heat maps in the manner of the paper's Figure 3, with CJK text rendered.
+
+Source words run along the top (x), target words down the side (y); a cell's grey
+level is α_ij (white 0, black 1). Chinese needs a CJK font: a system one (Noto/Source
+Han/WenQuanYi/PingFang/YaHei/SimHei) when installed, else the Noto Sans CJK that the
+``manimgx-fonts-cjk`` dependency ships.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Sequence
+
+CJK_FAMILIES = ["Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
+                "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "PingFang SC", "Hiragino Sans GB",
+                "Microsoft YaHei", "SimHei", "Noto Sans CJK JP"]
+
+
+def _matplotlib():
+    import logging
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # The bundled variable CJK font has no "normal" weight entry; matplotlib says so on every lookup.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+    import matplotlib.pyplot as plt
+
+    return matplotlib, plt
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_font() -> tuple[list[str], bool]:
+    """(font family list for matplotlib, whether the glyphs are thin and need a stroke)."""
+    _matplotlib()
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    for family in CJK_FAMILIES:
+        if family in installed:
+            return [family, "DejaVu Sans"], False
+    try:
+        import manimgx_fonts_cjk
+
+        path = Path(manimgx_fonts_cjk.__file__).with_name("NotoSansCJK-VF.otf.ttc")
+        font_manager.fontManager.addfont(str(path))
+        # The variable font's default instance is its thinnest weight: thicken with a stroke.
+        return ["Noto Sans CJK SC", "DejaVu Sans"], True
+    except (ImportError, OSError, RuntimeError):
+        return ["DejaVu Sans"], False
+
+
+def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
+                   path: str | Path, title: str | None = None) -> Path:
+    """Write a grey-scale attention matrix (PNG or SVG by extension); rows = target words."""
+    from .io import atomic_write
+
+    matplotlib, plt = _matplotlib()
+    from matplotlib import patheffects
+
+    families, thin = cjk_font()
+    rows, cols = len(target), len(source)
+    fig, ax = plt.subplots(figsize=(max(3.0, 0.55 * cols + 1.5), max(2.5, 0.45 * rows + 1.2)))
+    ax.imshow(weights, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    effects = [patheffects.withStroke(linewidth=0.7, foreground="black")] if thin else None
+    ax.set_xticks(range(cols))
+    ax.set_xticklabels(source, rotation=60, ha="left", fontfamily=families, fontsize=11, path_effects=effects)
+    ax.set_yticks(range(rows))
+    ax.set_yticklabels(target, fontfamily=families, fontsize=11, path_effects=effects)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    if title:
+        ax.set_xlabel(title, fontfamily=families, path_effects=effects)
+    fig.tight_layout()
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
+    plt.close(fig)
+    return path
+
+
+def has_cjk_font() -> bool:
+    return cjk_font()[0][0] != "DejaVu Sans"
+
+
+__all__ = ["plot_attention", "cjk_font", "has_cjk_font"]
+os.environ.setdefault("MPLBACKEND", "Agg")
