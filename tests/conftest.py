@@ -4,8 +4,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnsearch.config import ModelConfig
+from rnnsearch.config import ModelConfig, config_from_dict
 from rnnsearch.model import build_model
+from rnnsearch.toy import write_toy_corpus
+from rnnsearch.train import train
 from rnnsearch.vocab import PAD
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -40,3 +42,24 @@ def shared_data():
     if not SHARED_DATA.exists():
         pytest.skip(f"corpora not available: {SHARED_DATA} is absent (tests read ../shared/data when present)")
     return SHARED_DATA
+
+
+TOY = dict(vocab=10, min_len=3, max_len=7)
+
+
+def toy_config(tmp: Path, name: str, **train_kw) :
+    data = write_toy_corpus(tmp / "data", task="reverse", n_train=1500, n_valid=50, **TOY)
+    train_cfg = {"max_epochs": 8, "lr": 0.01, "batch_size": 32, "valid_every": 0, "progress": False,
+                 "tensorboard": False, "threads": 1}
+    train_cfg.update(train_kw)
+    return config_from_dict({"preset": "tiny", "model_dir": str(tmp / name), "data": data,
+                             "model": {"emb": 24, "hidden": 32, "align": 32, "maxout": 32},
+                             "train": train_cfg, "decode": {"beam": 3}})
+
+
+@pytest.fixture(scope="session")
+def reverse_model(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reverse")
+    return train(toy_config(tmp, "model"))
+
+

@@ -36,3 +36,40 @@ def test_links_from_attention_and_content_accuracy():
     roles = [["content", "content", "punct"]]
     # word 0 attends to its gold source (hit), word 1 does not (gold 2, argmax 1), word 2 is punctuation
     assert content_word_accuracy([weights], sure, roles) == 0.5
+
+
+def test_naacl_reader(tmp_path):
+    from rnnsearch.alignment import read_naacl
+    from rnnsearch.io import DataError
+
+    gold = tmp_path / "g.wa"
+    gold.write_text("0001 1 1 S\n0001 2 3 P\n0002 1 2 S\n")
+    sure, possible = read_naacl(gold, 2)
+    # English first in the file; returned as (French = source, English = target), 0-based
+    assert sure == [{(0, 0)}, {(1, 0)}] and possible == [{(0, 0), (2, 1)}, {(1, 0)}]
+    gold.write_text("0003 1 1 S\n")
+    with pytest.raises(DataError, match="g.wa:1: link"):
+        read_naacl(gold, 2)
+
+
+def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from rnnsearch.toy import toy_pairs
+
+    from conftest import TOY
+
+    src, tgt = toy_pairs(40, "reverse", seed=21, **TOY)
+    gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
+    for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model), "--src",
+                          str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"), "--gold", str(tmp_path / "gold"),
+                          "--out", str(tmp_path / "out.align")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)
+    assert scores["aer"] < 0.2 and scores["sentences"] == 40
+    out = (tmp_path / "out.align").read_text().splitlines()
+    assert len(out) == 40 and all("-" in x for x in out)

@@ -11,28 +11,10 @@ from safetensors.torch import load_file
 
 import rnnsearch
 from rnnsearch.checkpoint import CheckpointError
-from rnnsearch.config import config_from_dict
-from rnnsearch.toy import toy_pairs, write_toy_corpus
+from rnnsearch.toy import toy_pairs
 from rnnsearch.train import train
 
-TOY = dict(vocab=10, min_len=3, max_len=7)
-
-
-def toy_config(tmp: Path, name: str, **train_kw) -> "rnnsearch.Config":
-    data = write_toy_corpus(tmp / "data", task="reverse", n_train=1500, n_valid=50, **TOY)
-    train_cfg = {"max_epochs": 8, "lr": 0.01, "batch_size": 32, "valid_every": 0, "progress": False,
-                 "tensorboard": False, "threads": 1}
-    train_cfg.update(train_kw)
-    return config_from_dict({"preset": "tiny", "model_dir": str(tmp / name), "data": data,
-                             "model": {"emb": 24, "hidden": 32, "align": 32, "maxout": 32},
-                             "train": train_cfg, "decode": {"beam": 3}})
-
-
-@pytest.fixture(scope="module")
-def reverse_model(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("reverse")
-    return train(toy_config(tmp, "model"))
-
+from conftest import TOY, toy_config
 
 def test_learns_to_reverse_with_anti_diagonal_attention(reverse_model):
     model = rnnsearch.load(reverse_model, device="cpu")
@@ -90,13 +72,15 @@ def test_resume_reaches_the_same_weights(tmp_path):
     straight.model.dropout_emb = straight.model.dropout_readout = 0.2
     straight.model.word_dropout = 0.1
     train(straight)
-    cut = toy_config(tmp_path, "cut", max_steps=30, **kw)
+    cut = toy_config(tmp_path, "cut", max_steps=30, keep_last=2, valid_every=10, **kw)
     cut.model = straight.model
     train(cut)
     with pytest.raises(CheckpointError, match="--resume"):
         train(cut)  # refuses to overwrite a run
     cut.train.max_steps = 0
     train(cut, resume=True)
+    snaps = sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir())
+    assert len(snaps) == 2 and snaps[-1] == "step-00000072.safetensors"  # keep_last=2, 24 steps an epoch
     a = load_file(str(tmp_path / "straight" / "last.safetensors"))
     b = load_file(str(tmp_path / "cut" / "last.safetensors"))
     for k in a:

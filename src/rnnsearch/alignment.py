@@ -80,3 +80,85 @@ def content_word_accuracy(weights_per_pair: Sequence[Sequence[Sequence[float]]],
             total += 1
             hit += max(range(len(row)), key=row.__getitem__) in gold
     return hit / max(total, 1)
+
+
+def word_spans(pieces: Sequence[str]) -> list[list[int]]:
+    """Group subword pieces into words: a sentencepiece "▁" starts a new word.
+
+    Word-level tokens (no "▁" anywhere) are their own words.
+    """
+    if not any(p.startswith("▁") for p in pieces):
+        return [[k] for k in range(len(pieces))]
+    spans: list[list[int]] = []
+    for k, p in enumerate(pieces):
+        if p.startswith("▁") or not spans or p in ("</s>",):
+            spans.append([k])
+        else:
+            spans[-1].append(k)
+    return spans
+
+
+def merge_subwords(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
+                   ) -> tuple[list[list[float]], list[str], list[str]]:
+    """Word-level attention from subword attention.
+
+    A source word's weight is the *sum* over its pieces (so rows still sum to 1); a
+    target word's row is the *mean* of its pieces' rows. Words are the pieces joined
+    without "▁".
+    """
+    src_spans, tgt_spans = word_spans(source), word_spans(target)
+    merged = []
+    for span in tgt_spans:
+        rows = [weights[k] for k in span]
+        mean = [sum(r[i] for r in rows) / len(rows) for i in range(len(source))]
+        merged.append([sum(mean[i] for i in s) for s in src_spans])
+
+    def join(tokens, spans):
+        return ["".join(tokens[k] for k in s).replace("▁", "") or "▁" for s in spans]
+
+    return merged, join(source, src_spans), join(target, tgt_spans)
+
+
+def read_naacl(path, n_sentences: int) -> tuple[list[Links], list[Links]]:
+    """NAACL 2003 gold links (`SENT EN FR S|P`, 1-based, English first) as (sure, possible)
+    per sentence, 0-based (source = French index, target = English index: French→English).
+
+    The P lines list only possible-not-sure links; possible is returned as S ∪ P.
+    """
+    from .io import DataError, read_lines
+
+    sure = [set() for _ in range(n_sentences)]
+    possible = [set() for _ in range(n_sentences)]
+    for n, line in enumerate(read_lines(path), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            sent, en, fr = int(parts[0]), int(parts[1]), int(parts[2])
+            kind = parts[3] if len(parts) > 3 else "S"
+        except (ValueError, IndexError):
+            raise DataError(f"{path}:{n}: expected 'SENT EN_POS FR_POS S|P'") from None
+        if not 1 <= sent <= n_sentences or en < 1 or fr < 1 or kind not in ("S", "P"):
+            raise DataError(f"{path}:{n}: link {line.strip()!r} is out of range or of unknown type")
+        link = (fr - 1, en - 1)
+        possible[sent - 1].add(link)
+        if kind == "S":
+            sure[sent - 1].add(link)
+    return sure, possible
+
+
+def read_pharaoh_file(path, n_sentences: int) -> tuple[list[Links], list[Links]]:
+    from .io import DataError, read_lines
+
+    lines = read_lines(path)
+    if len(lines) != n_sentences:
+        raise DataError(f"{path}: {len(lines)} lines, expected one per sentence pair ({n_sentences})")
+    sure, possible = [], []
+    for n, line in enumerate(lines, 1):
+        try:
+            s, p = parse_pharaoh(line, f"{path}:{n}")
+        except ValueError as e:
+            raise DataError(str(e)) from None
+        sure.append(s)
+        possible.append(p)
+    return sure, possible

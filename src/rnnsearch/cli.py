@@ -100,28 +100,164 @@ def cmd_translate(args) -> None:
 def cmd_evaluate(args) -> None:
     import time
 
+    from .evaluate import bleu_by_length, no_unk_subset, score_corpus, write_by_length
     from .io import read_lines
     from .translate import load
-    from .evaluate import score_corpus
 
     src, ref = read_lines(args.src), read_lines(args.ref)
     if len(src) != len(ref):
         raise DataError(f"{args.src} ({len(src)} lines) and {args.ref} ({len(ref)} lines) have different line counts")
-    model = None if args.hyp else load(args.model, device=args.device)
-    start = time.time()
-    if args.hyp:
-        hyp = read_lines(args.hyp)
-        if len(hyp) != len(ref):
-            raise DataError(f"{args.hyp} ({len(hyp)} lines) and {args.ref} ({len(ref)} lines) have different line counts")
-    else:
+    if not args.model and not args.hyp:
+        raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
+    labels = list(args.label or [])
+    systems = []
+    for k, model_dir in enumerate(args.model or []):
+        model = load(model_dir, device=args.device)
+        start = time.time()
         hyp = [t.text for t in model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False)]
-    seconds = time.time() - start
-    result = score_corpus(hyp, ref)
-    result.update(sentences=len(src), beam=args.beam, translate_seconds=round(seconds, 3),
-                  sentences_per_second=round(len(src) / max(seconds, 1e-9), 2))
+        seconds = time.time() - start
+        entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
+                 "translate_seconds": round(seconds, 3), "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
+        if model.cfg.vocab.kind == "word":
+            keep = no_unk_subset(src, ref, model.src_tok, model.tgt_tok)
+            sub = score_corpus([hyp[i] for i in keep], [ref[i] for i in keep], args.tokenize)
+            entry.update(bleu_no_unk=sub["bleu"], sentences_no_unk=len(keep))
+        systems.append((entry, hyp))
+    for hyp_path in args.hyp or []:
+        hyp = read_lines(hyp_path)
+        if len(hyp) != len(ref):
+            raise DataError(f"{hyp_path} ({len(hyp)} lines) and {args.ref} ({len(ref)} lines) have different line counts")
+        systems.append(({"label": Path(hyp_path).name, "hyp": str(hyp_path)}, hyp))
+    results = []
+    for k, (entry, hyp) in enumerate(systems):
+        if k < len(labels):
+            entry["label"] = labels[k]
+        entry.update(score_corpus(hyp, ref, args.tokenize), sentences=len(src))
+        if args.by_length:
+            edges = [int(x) for x in args.buckets.split(",")]
+            entry["by_length"] = bleu_by_length(src, hyp, ref, edges, args.tokenize)
+        results.append(entry)
     if args.output:
-        atomic_write_text(args.output, "\n".join(hyp) + "\n")
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+        if len(systems) != 1:
+            raise DataError("--output writes one system's translations: give one --model")
+        atomic_write_text(args.output, "\n".join(systems[0][1]) + "\n")
+    if args.by_length and args.out:
+        for path in write_by_length(args.out, results):
+            log.info("wrote %s", path)
+    print(json.dumps(results[0] if len(results) == 1 else {"systems": results}, indent=2, ensure_ascii=False))
+
+
+def _attention_records(args) -> tuple[list[int], list[dict]]:
+    """Attention of the chosen input lines (translated, or forced to --target), word-level
+    unless --subwords. Returns (1-based line numbers, records in the SPEC JSON form)."""
+    from .alignment import merge_subwords
+    from .io import read_lines
+    from .translate import load
+
+    model = load(args.model, device=args.device)
+    sources = _read_input(args.input)
+    if args.lines:
+        picked = [int(x) for x in args.lines.split(",")]
+        bad = [n for n in picked if not 1 <= n <= len(sources)]
+        if bad:
+            raise DataError(f"{args.input}: --lines {bad[0]} is outside 1..{len(sources)}")
+    else:
+        picked = [n for n in range(1, len(sources) + 1) if sources[n - 1].strip()]
+    targets = None
+    if args.target:
+        targets = read_lines(args.target)
+        if len(targets) != len(sources):
+            raise DataError(f"{args.input} ({len(sources)} lines) and {args.target} ({len(targets)} lines) "
+                            "have different line counts")
+    picked = [n for n in picked if sources[n - 1].strip()]
+    if targets is not None:
+        forced = model.force([sources[n - 1] for n in picked], [targets[n - 1] for n in picked])
+        results = []
+        for n, weights in zip(picked, forced):
+            src_tokens = model.src_tok.pieces(model.src_tok.encode(sources[n - 1]))
+            tgt_tokens = model.tgt_tok.pieces(model.tgt_tok.encode(targets[n - 1])) + ["</s>"]
+            results.append((weights, src_tokens, tgt_tokens))
+    else:
+        translations = model.translate([sources[n - 1] for n in picked], beam=args.beam)
+        results = [(t.attention, t.source_tokens, t.tokens + ["</s>"]) for t in translations]
+    records = []
+    for weights, src_tokens, tgt_tokens in results:
+        if weights is None:
+            raise DataError(f"{args.model}: an RNNencdec model has no attention to show")
+        if not args.subwords:
+            weights, src_tokens, tgt_tokens = merge_subwords(weights, src_tokens, tgt_tokens)
+        records.append({"source": src_tokens, "target": tgt_tokens, "weights": weights})
+    return picked, records
+
+
+def cmd_plot_attention(args) -> None:
+    from .plotting import plot_attention
+
+    picked, records = _attention_records(args)
+    out = Path(args.out)
+    written = []
+    for n, r in zip(picked, records):
+        path = out if len(picked) == 1 else out.with_name(f"{out.stem}-{n}{out.suffix}")
+        written.append(str(plot_attention(r["weights"], r["source"], r["target"], path)))
+    print("\n".join(written))
+
+
+def cmd_explore(args) -> None:
+    from .explorer import write_explorer
+
+    _, records = _attention_records(args)
+    try:
+        print(write_explorer(args.out, records, args.lang))
+    except ValueError as e:
+        raise DataError(f"{args.input}: {e}") from None
+
+
+def cmd_align(args) -> None:
+    from .alignment import (aer, argmax_links, format_pharaoh, merge_subwords, read_naacl, read_pharaoh_file,
+                            threshold_links)
+    from .io import read_lines
+    from .translate import load
+
+    src, tgt = read_lines(args.src), read_lines(args.tgt)
+    if len(src) != len(tgt):
+        raise DataError(f"{args.src} ({len(src)} lines) and {args.tgt} ({len(tgt)} lines) have different line counts")
+    model = load(args.model, device=args.device)
+    if args.strip_accents:
+        import unicodedata
+
+        def plain(text):
+            return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+        src_in, tgt_in = [plain(s) for s in src], [plain(t) for t in tgt]
+    else:
+        src_in, tgt_in = src, tgt
+    forced = model.force(src_in, tgt_in)
+    links = []
+    for n, (weights, s, t) in enumerate(zip(forced, src_in, tgt_in), 1):
+        if weights is None:
+            raise DataError(f"{args.model}: an RNNencdec model has no attention to align with")
+        pieces_s = model.src_tok.pieces(model.src_tok.encode(s))
+        pieces_t = model.tgt_tok.pieces(model.tgt_tok.encode(t)) + ["</s>"]
+        words, src_words, tgt_words = merge_subwords(weights, pieces_s, pieces_t)
+        words = words[: len(tgt_words) - 1]  # the </s> row aligns nothing
+        if len(src_words) != len(s.split()) or len(words) != len(t.split()):
+            raise DataError(f"{args.src}:{n}: the tokenizer does not keep whitespace words "
+                            "(needed for word alignment)")
+        links.append(argmax_links(words) if args.method == "argmax" else threshold_links(words, args.threshold))
+    text = "\n".join(format_pharaoh(x) for x in links) + "\n"
+    if args.out:
+        atomic_write_text(args.out, text)
+    elif not args.gold:
+        sys.stdout.write(text)
+    if args.gold:
+        if args.gold_format == "naacl":
+            sure, possible = read_naacl(args.gold, len(src))
+        else:
+            sure, possible = read_pharaoh_file(args.gold, len(src))
+        scores = aer(links, sure, possible)
+        scores.update(method=args.method, sentences=len(src))
+        if args.method == "threshold":
+            scores["threshold"] = args.threshold
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}, indent=2))
 
 
 def cmd_params(args) -> None:
@@ -203,16 +339,52 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help="translate a test set and score it with sacrebleu (BLEU, chrF)")
-    p.add_argument("--model", help="model directory (not needed with --hyp)")
+    p = sub.add_parser("evaluate", help="translate a test set and score it with sacrebleu (BLEU, chrF, by length)")
+    p.add_argument("--model", action="append", help="model directory (repeat to compare systems)")
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
-    p.add_argument("--hyp", help="score this hypothesis file instead of translating")
+    p.add_argument("--hyp", action="append", help="score this hypothesis file instead (repeatable)")
+    p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--output", help="write the translations here")
+    p.add_argument("--tokenize", help="sacrebleu tokenizer (default 13a; zh for Chinese)")
+    p.add_argument("--by-length", action="store_true", help="BLEU per source-length bucket (paper Figure 2)")
+    p.add_argument("--buckets", default="10,20,30,40,50,60", help="bucket edges in source words")
+    p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
+    p.add_argument("--output", help="write the translations here (one --model)")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
+
+    for name, help_text, out_help in (
+            ("plot-attention", "heat maps of attention (paper Figure 3), PNG or SVG",
+             "FILE.png or FILE.svg (FILE-N.ext for several sentences)"),
+            ("explore", "interactive alignment explorer: one self-contained HTML page", "page.html")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--model", required=True)
+        p.add_argument("--input", required=True, help="source sentences, one a line")
+        p.add_argument("--out", required=True, help=out_help)
+        p.add_argument("--lines", help="comma-separated 1-based line numbers (default: all non-empty)")
+        p.add_argument("--target", help="show attention while forced to these translations (teacher forcing)")
+        p.add_argument("--beam", type=int, default=5)
+        p.add_argument("--subwords", action="store_true", help="keep subword pieces (default: merge to words)")
+        p.add_argument("--device", default="auto")
+        if name == "explore":
+            p.add_argument("--lang", default="en", choices=["en", "zh"], help="page labels")
+        p.set_defaults(func=cmd_plot_attention if name == "plot-attention" else cmd_explore)
+
+    p = sub.add_parser("align", help="word alignments from attention (teacher forcing), Pharaoh out; AER vs gold")
+    p.add_argument("--model", required=True)
+    p.add_argument("--src", required=True, help="source sentences, whitespace-tokenised words")
+    p.add_argument("--tgt", required=True, help="their translations, whitespace-tokenised words")
+    p.add_argument("--method", default="argmax", choices=["argmax", "threshold"])
+    p.add_argument("--threshold", type=float, default=0.3, help="threshold method: weight for a link")
+    p.add_argument("--gold", help="gold alignments: print AER, precision, recall")
+    p.add_argument("--gold-format", default="pharaoh", choices=["pharaoh", "naacl"],
+                   help="naacl: 'SENT EN FR S|P' lines, English first (source = French)")
+    p.add_argument("--strip-accents", action="store_true", help="remove accents (for accent-free training data)")
+    p.add_argument("--out", help="write the Pharaoh alignments here (default: stdout unless --gold)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_align)
 
     p = sub.add_parser("params", help="print a model's parameter count (e.g. --preset paper)")
     p.add_argument("config", nargs="?")

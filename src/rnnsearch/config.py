@@ -79,6 +79,7 @@ class ModelConfig:
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
     dropout_readout: float = 0.0  # on the maxout output t_i
+    dropout_state: float = 0.0  # on the encoder's carried recurrent state (one mask per sentence)
     word_dropout: float = 0.0  # source tokens replaced by UNK during training
 
 
@@ -106,7 +107,7 @@ class TrainConfig:
     lr_patience: int = 2
     min_lr: float = 0.0
     log_every: int = 100
-    keep_last: int = 1  # periodic checkpoints kept besides best and last
+    keep_last: int = 0  # weight snapshots kept in checkpoints/ besides best and last (0: none)
     seed: int = 1234
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads; 0: torch's default
@@ -245,7 +246,7 @@ def _validate(cfg: Config, source: str) -> None:
     m, t, v, d = cfg.model, cfg.train, cfg.vocab, cfg.decode
     for key in ("emb", "hidden", "align", "maxout"):
         need(getattr(m, key) > 0, f"model.{key}", "must be a positive integer")
-    for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "word_dropout"):
+    for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "dropout_state", "word_dropout"):
         need(0.0 <= getattr(m, key) < 1.0, f"model.{key}", "must be in [0, 1)")
     need(v.size >= 8, "vocab.size", "must be at least 8")
     need(0.0 < v.character_coverage <= 1.0, "vocab.character_coverage", "must be in (0, 1]")

@@ -89,7 +89,9 @@ def alignment_scores(translator, pairs: list[Pair]) -> dict:
 
 
 def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int = 20000,
-             minutes: float = 3.5, epochs: int = 30, overrides: list[str] = (), progress: bool = True) -> dict:
+             minutes: float = 3.5, epochs: int = 30, overrides: list[str] = (), progress: bool = True,
+             max_clauses: int = 2) -> dict:
+    from .explorer import write_explorer
     from .plotting import plot_attention
     from .train import train
     from .translate import load
@@ -101,7 +103,7 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
         import shutil
 
         shutil.rmtree(model_dir)  # the demo always trains afresh
-    corpus = make_corpus(out / "data", seed, n_train)
+    corpus = make_corpus(out / "data", seed, n_train, max_clauses=max_clauses)
     raw = json.loads(json.dumps(DEMO_SETTINGS))
     raw["model_dir"] = str(model_dir)
     raw["data"].update(train_src=corpus["train"][1]["src"], train_tgt=corpus["train"][1]["tgt"],
@@ -130,6 +132,8 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
     att = {"source": gold.src, "target": gold.tgt + ["</s>"], "weights": forced}
     atomic_write_text(out / "attention.json", json.dumps(att, ensure_ascii=False) + "\n")
     plot_attention(forced, gold.src, gold.tgt + ["</s>"], out / "attention.png")
+    shown = [EXAMPLE] + [s for s, _ in NEW_SENTENCES] + [" ".join(p.src) for p in test_pairs[:20]]
+    write_explorer(out / "explorer.html", [att] + [t.attention_json() for t in model.translate(shown[1:], beam=5)])
 
     result = {
         "seed": seed, "train_sentences": n_train,
@@ -161,6 +165,7 @@ def _report(r: dict, new, out: Path) -> None:
     lines += ["", f"  {EXAMPLE}", f"  → {r['example_translation']}", "  attention argmax (teacher-forced):"]
     lines += [f"    {zh} → {en}" + (f"   {'✓' if en == checks[zh] else '✗'}" if zh in checks else "")
               for zh, en in r["example_argmax"].items()]
-    lines += ["", f"wrote {out / 'attention.png'}, {out / 'attention.json'}, {out / 'results.json'};"
-              f" model in {out / 'model'} ({r['total_seconds']:.0f} s in all)"]
+    lines += ["", f"wrote {out / 'attention.png'} (heat map), {out / 'explorer.html'} (open it in a browser "
+              f"and click the Chinese words), {out / 'attention.json'}, {out / 'results.json'};",
+              f"model in {out / 'model'} ({r['total_seconds']:.0f} s in all)"]
     print("\n".join(lines))

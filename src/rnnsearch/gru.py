@@ -50,7 +50,7 @@ class GRU(nn.Module):
         return h + z * (cand - h)  # = (1 - z) ∘ h + z ∘ h̃
 
     def run(self, x_proj: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
-            reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+            reverse: bool = False, state_dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Run over a padded sequence.
 
         x_proj (batch, len, 3*hidden); mask (batch, len) True on real tokens; h0 (batch, hidden).
@@ -58,12 +58,20 @@ class GRU(nn.Module):
         On padded steps the state is carried unchanged, so a backward pass over
         right-padded input starts from h0 at each sentence's own last word, and the
         final state of a forward pass is the state after the last real word.
+
+        state_dropout (training only): the state carried into each step is multiplied by
+        one dropout mask per sentence (variational), so what the RNN carries from earlier
+        words is noisy and each state leans on its own word.
         """
         steps = range(x_proj.size(1) - 1, -1, -1) if reverse else range(x_proj.size(1))
         h, out = h0, [None] * x_proj.size(1)
-        keep = mask.unsqueeze(-1)
+        xs, keep = x_proj.unbind(1), mask.unsqueeze(-1).unbind(1)  # views; cheap backward
+        drop = None
+        if state_dropout > 0 and self.training:
+            drop = torch.bernoulli(h0.new_full(h0.shape, 1.0 - state_dropout)) / (1.0 - state_dropout)
         for t in steps:
-            h = torch.where(keep[:, t], self.cell(x_proj[:, t], h), h)
+            h_in = h if drop is None else h * drop
+            h = torch.where(keep[t], self.cell(xs[t], h_in), h)
             out[t] = h
         return torch.stack(out, 1), h
 
@@ -91,3 +99,40 @@ def _owner(root: nn.Module, param_name: str) -> nn.Module:
     for part in param_name.split(".")[:-2]:
         mod = getattr(mod, part)
     return mod
+
+
+def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
+                      state_dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both directions of a bidirectional GRU in one time loop (half the Python steps).
+
+    x (batch, len, input); mask (batch, len) True on real tokens. Step t advances the
+    forward GRU on word t and the backward GRU on word len-1-t together: their states
+    are stacked as (2, batch, hidden) and multiplied by their own U in one batched
+    product. Same results as ``fwd.run`` and ``bwd.run(reverse=True)`` separately.
+    Returns forward and backward states, each (batch, len, hidden).
+    """
+    B, S, _ = x.shape
+    n = fwd.hidden
+    xs = torch.stack([fwd.W(x), bwd.W(x).flip(1)])  # (2, B, S, 3n): backward in its reading order
+    keep = torch.stack([mask, mask.flip(1)]).unsqueeze(-1)  # (2, B, S, 1)
+    U = torch.stack([fwd.U.weight, bwd.U.weight]).transpose(1, 2)  # (2, n, 3n)
+    bias = torch.stack([fwd.U.bias, bwd.U.bias]).unsqueeze(1) if fwd.reset_after else None
+    h = x.new_zeros(2, B, n)
+    drop = None
+    if state_dropout > 0 and fwd.training:
+        drop = torch.bernoulli(h.new_full(h.shape, 1.0 - state_dropout)) / (1.0 - state_dropout)
+    out = []
+    for xt, keep_t in zip(xs.unbind(2), keep.unbind(2)):  # views; cheap backward
+        h_in = h if drop is None else h * drop
+        if fwd.reset_after:
+            hu = torch.baddbmm(bias, h_in, U)
+            rz = torch.sigmoid(xt[..., : 2 * n] + hu[..., : 2 * n])
+            cand = torch.tanh(xt[..., 2 * n:] + rz[..., :n] * hu[..., 2 * n:])
+        else:
+            rz = torch.sigmoid(xt[..., : 2 * n] + torch.bmm(h_in, U[..., : 2 * n]))
+            cand = torch.tanh(xt[..., 2 * n:] + torch.bmm(rz[..., :n] * h_in, U[..., 2 * n:]))
+        z = rz[..., n:]
+        h = torch.where(keep_t, h_in + z * (cand - h_in), h)
+        out.append(h)
+    states = torch.stack(out, 2)  # (2, B, S, n)
+    return states[0], states[1].flip(1)

@@ -22,7 +22,7 @@ from torch import nn
 
 from .attention import Attention, at_least_fp32
 from .config import ModelConfig
-from .gru import GRU, init_paper_
+from .gru import GRU, init_paper_, run_bidirectional
 from .vocab import PAD
 
 
@@ -93,9 +93,7 @@ class RNNsearch(nn.Module):
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         """Annotations h_j = [→h_j; ←h_j] (Appendix A.2.1) and s_0 = tanh(W_s ←h_1)."""
         x = self.drop_emb(self.src_emb(src))  # E x_j, shared by both directions
-        h0 = x.new_zeros(src.size(0), self.cfg.hidden)
-        fwd, _ = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0)
-        bwd, _ = self.enc_bwd.run(self.enc_bwd.W(x), src_mask, h0, reverse=True)
+        fwd, bwd = run_bidirectional(self.enc_fwd, self.enc_bwd, x, src_mask, self.cfg.dropout_state)
         annotations = torch.cat([fwd, bwd], -1)
         if self.cfg.init_state == "mean":  # dl4mt/Nematus: mean of the annotations
             keep = src_mask.unsqueeze(-1).to(annotations.dtype)
@@ -139,14 +137,15 @@ class RNNsearch(nn.Module):
         if enc.context is not None:
             x_proj = x_proj + self.C(enc.context).unsqueeze(1)
         s, read_states, contexts, alphas = enc.state, [], [], []
-        for i in range(tgt_in.size(1)):
+        # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
+        for x_i in x_proj.unbind(1):
             if enc.context is None:
                 c, alpha = self.attend(enc, s)  # from s_{i-1}
-                s_new = self.decoder.cell(x_proj[:, i] + self.C(c), s)
+                s_new = self.decoder.cell(x_i + self.C(c), s)
                 contexts.append(c)
                 alphas.append(alpha)
             else:
-                s_new = self.decoder.cell(x_proj[:, i], s)
+                s_new = self.decoder.cell(x_i, s)
             read_states.append(s if self.cfg.readout == "prev" else s_new)
             s = s_new
         states = torch.stack(read_states, 1)
@@ -190,7 +189,8 @@ class RNNencdec(RNNsearch):
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         x = self.drop_emb(self.src_emb(src))
         h0 = x.new_zeros(src.size(0), self.cfg.hidden)
-        _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0)  # h_Tx (padding carries it)
+        # h_Tx: padded steps carry the state, so the final state is the last real word's
+        _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0, state_dropout=self.cfg.dropout_state)
         context = self.drop_hidden(torch.tanh(self.V(last)))
         return Encoded(None, None, context, src_mask, torch.tanh(self.V_s(context)))
 

@@ -87,3 +87,33 @@ def has_cjk_font() -> bool:
 
 __all__ = ["plot_attention", "cjk_font", "has_cjk_font"]
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
+                       title: str = "BLEU by source sentence length") -> Path:
+    """One line per system: BLEU of each length bucket (paper Figure 2). Buckets as from
+    :func:`rnnsearch.evaluate.bleu_by_length`; empty buckets leave a gap."""
+    from .io import atomic_write
+
+    matplotlib, plt = _matplotlib()
+    families, thin = cjk_font()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    labels = None
+    for name, buckets in curves.items():
+        labels = [b["bucket"] for b in buckets]
+        ys = [float("nan") if b["bleu"] is None else b["bleu"] for b in buckets]
+        ax.plot(range(len(buckets)), ys, marker="o", label=name)
+    if labels:
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels)
+    ax.set_xlabel("source sentence length (words)")
+    ax.set_ylabel("BLEU")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(prop={"family": families})
+    fig.tight_layout()
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
+    plt.close(fig)
+    return path

@@ -188,6 +188,11 @@ def train(cfg: Config, resume: bool = False) -> Path:
             save_weights(model_dir / "model.safetensors", model, meta)
         save_weights(model_dir / "last.safetensors", model, meta)
         save_train_state(model_dir, optimizer, state)
+        if t.keep_last:  # periodic snapshots besides best and last, the oldest pruned
+            snaps = model_dir / "checkpoints"
+            save_weights(snaps / f"step-{state['step']:08d}.safetensors", model, meta)
+            for old in sorted(snaps.glob("step-*.safetensors"))[: -t.keep_last]:
+                old.unlink()
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state["step"], tag, shown)
         return record

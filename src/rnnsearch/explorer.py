@@ -1,0 +1,207 @@
+"""The interactive alignment explorer: one self-contained HTML page (no network, works
+from file://). Click or hover a target word to light up the source words it attends
+to (intensity α_ij, weights shown); click a source word to see which target words
+attend to it; a heat map beside; previous/next sentence; keyboard operable.
+
+The page's data is a list of attention records in the SPEC form
+``{"source": [...], "target": [...], "weights": [[...] per target word]}``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from .io import atomic_write_text
+
+LABELS = {
+    "en": {"title": "rnnsearch — attention explorer", "source": "source", "target": "translation",
+           "sentence": "sentence", "prev": "◀ previous", "next": "next ▶",
+           "hint": "Click or hover a translated word to see where its attention falls; click a source word "
+                   "to see which translated words attend to it. Keys: ← → sentences, Tab/Enter words.",
+           "weights": "attention weights", "heatmap": "heat map (rows: translation, columns: source)",
+           "attends": "attends to", "attended": "is attended by"},
+    "zh": {"title": "rnnsearch — 注意力浏览器", "source": "原文", "target": "译文", "sentence": "句子",
+           "prev": "◀ 上一句", "next": "下一句 ▶",
+           "hint": "点击或悬停译文中的词，查看它的注意力落在原文哪些词上；点击原文词，查看哪些译文词在看它。"
+                   "键盘：← → 切换句子，Tab/回车 选择词。",
+           "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）", "attends": "注意", "attended": "被注意"},
+}
+
+_PAGE = """<!DOCTYPE html>
+<html lang="__LANG__">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC", "PingFang SC",
+       "Microsoft YaHei", sans-serif; margin: 1.5rem; color: #222; max-width: 70rem; }
+h1 { font-size: 1.2rem; }
+.hint { color: #555; font-size: 0.9rem; }
+nav { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; }
+.row { display: flex; flex-wrap: wrap; gap: 0.35rem; margin: 0.4rem 0 1rem; }
+.label { font-size: 0.8rem; color: #666; text-transform: uppercase; letter-spacing: 0.05em; }
+.tok { border: 1px solid #bbb; border-radius: 4px; padding: 0.25rem 0.45rem; cursor: pointer;
+       background: #fff; font-size: 1.1rem; position: relative; }
+.tok:focus { outline: 2px solid #1a73e8; }
+.tok.selected { border-color: #1a73e8; box-shadow: 0 0 0 2px #1a73e8 inset; }
+.tok .w { display: block; font-size: 0.7rem; color: #444; text-align: center; min-height: 0.9em; }
+#panel { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 2rem; }
+table.heat { border-collapse: collapse; font-size: 0.85rem; }
+table.heat td, table.heat th { width: 1.6rem; height: 1.6rem; text-align: center; padding: 0; }
+table.heat th.col { writing-mode: vertical-rl; height: auto; padding: 0.2rem 0; font-weight: normal; }
+table.heat th.rowh { text-align: right; padding-right: 0.4rem; font-weight: normal; width: auto; }
+table.heat td.sel { outline: 2px solid #1a73e8; }
+#detail { font-size: 0.9rem; color: #333; min-height: 1.5em; }
+</style>
+</head>
+<body>
+<h1>__TITLE__</h1>
+<p class="hint">__HINT__</p>
+<nav>
+  <button id="prev" type="button">__PREV__</button>
+  <span id="counter" aria-live="polite"></span>
+  <button id="next" type="button">__NEXT__</button>
+</nav>
+<div id="panel">
+  <div>
+    <div class="label">__SOURCE__</div>
+    <div class="row" id="source" role="group" aria-label="__SOURCE__"></div>
+    <div class="label">__TARGET__</div>
+    <div class="row" id="target" role="group" aria-label="__TARGET__"></div>
+    <div id="detail" aria-live="polite"></div>
+  </div>
+  <div>
+    <div class="label">__HEATMAP__</div>
+    <table class="heat" id="heat"></table>
+  </div>
+</div>
+<script id="data" type="application/json">__DATA__</script>
+<script>
+(function () {
+  "use strict";
+  var DATA = JSON.parse(document.getElementById("data").textContent);
+  var L = __LABELS__;
+  var cur = 0, sel = null;  // sel: {side: "target"|"source", index: n}
+  var $ = function (id) { return document.getElementById(id); };
+  function shade(w) { var v = Math.round(255 * (1 - w)); return "rgb(" + v + "," + v + "," + v + ")"; }
+  function textOn(w) { return w > 0.5 ? "#fff" : "#111"; }
+  function fmt(w) { return w.toFixed(2); }
+  function token(text, side, i) {
+    var b = document.createElement("button");
+    b.type = "button"; b.className = "tok"; b.dataset.side = side; b.dataset.index = i;
+    var t = document.createElement("span"); t.className = "t"; t.textContent = text;
+    var w = document.createElement("span"); w.className = "w";
+    b.appendChild(t); b.appendChild(w);
+    b.addEventListener("click", function () { select(side, i); });
+    b.addEventListener("mouseenter", function () { if (side === "target") { show(side, i); } });
+    b.addEventListener("mouseleave", function () { if (sel) { show(sel.side, sel.index); } else { clear(); } });
+    b.addEventListener("focus", function () { show(side, i); });
+    return b;
+  }
+  function render() {
+    var d = DATA[cur];
+    $("counter").textContent = L.sentence + " " + (cur + 1) + " / " + DATA.length;
+    $("prev").disabled = cur === 0; $("next").disabled = cur === DATA.length - 1;
+    var src = $("source"), tgt = $("target");
+    src.innerHTML = ""; tgt.innerHTML = "";
+    d.source.forEach(function (s, i) { src.appendChild(token(s, "source", i)); });
+    d.target.forEach(function (s, i) { tgt.appendChild(token(s, "target", i)); });
+    var heat = $("heat"); heat.innerHTML = "";
+    var head = document.createElement("tr"); head.appendChild(document.createElement("th"));
+    d.source.forEach(function (s) { var th = document.createElement("th"); th.className = "col"; th.textContent = s; head.appendChild(th); });
+    heat.appendChild(head);
+    d.weights.forEach(function (row, i) {
+      var tr = document.createElement("tr");
+      var th = document.createElement("th"); th.className = "rowh"; th.textContent = d.target[i]; tr.appendChild(th);
+      row.forEach(function (w, j) {
+        var td = document.createElement("td"); td.style.background = shade(w);
+        td.title = d.target[i] + " → " + d.source[j] + ": " + fmt(w);
+        td.dataset.row = i; td.dataset.col = j;
+        td.addEventListener("click", function () { select("target", i); });
+        tr.appendChild(td);
+      });
+      heat.appendChild(tr);
+    });
+    sel = null; clear();
+  }
+  function clear() {
+    document.querySelectorAll(".tok").forEach(function (b) {
+      b.classList.remove("selected"); b.style.background = "#fff"; b.style.color = "";
+      b.querySelector(".w").textContent = ""; b.removeAttribute("data-weight");
+    });
+    document.querySelectorAll("#heat td").forEach(function (td) { td.classList.remove("sel"); });
+    $("detail").textContent = "";
+  }
+  function show(side, i) {
+    clear();
+    var d = DATA[cur];
+    var other = side === "target" ? "source" : "target";
+    var weights = side === "target" ? d.weights[i] : d.weights.map(function (row) { return row[i]; });
+    document.querySelector('.tok[data-side="' + side + '"][data-index="' + i + '"]').classList.add("selected");
+    document.querySelectorAll('.tok[data-side="' + other + '"]').forEach(function (b) {
+      var w = weights[+b.dataset.index];
+      b.style.background = shade(w); b.style.color = textOn(w);
+      b.querySelector(".w").textContent = fmt(w); b.dataset.weight = fmt(w);
+    });
+    document.querySelectorAll("#heat td").forEach(function (td) {
+      if ((side === "target" && +td.dataset.row === i) || (side === "source" && +td.dataset.col === i)) { td.classList.add("sel"); }
+    });
+    var word = side === "target" ? d.target[i] : d.source[i];
+    var best = weights.indexOf(Math.max.apply(null, weights));
+    $("detail").textContent = "“" + word + "” " + (side === "target" ? L.attends : L.attended) + " “" +
+      (side === "target" ? d.source[best] : d.target[best]) + "” (" + fmt(weights[best]) + ")";
+  }
+  function select(side, i) { sel = {side: side, index: i}; show(side, i); }
+  function go(k) { if (k >= 0 && k < DATA.length) { cur = k; render(); } }
+  $("prev").addEventListener("click", function () { go(cur - 1); });
+  $("next").addEventListener("click", function () { go(cur + 1); });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "ArrowLeft") { go(cur - 1); e.preventDefault(); }
+    else if (e.key === "ArrowRight") { go(cur + 1); e.preventDefault(); }
+  });
+  window.rnnsearchExplorer = {go: go, select: select, data: DATA};
+  render();
+})();
+</script>
+</body>
+</html>
+"""
+
+
+def _valid(record: dict, k: int) -> dict:
+    src, tgt, w = record.get("source"), record.get("target"), record.get("weights")
+    if not isinstance(src, list) or not isinstance(tgt, list) or not isinstance(w, list):
+        raise ValueError(f"attention record {k + 1}: needs source, target and weights lists")
+    if len(w) != len(tgt) or any(len(row) != len(src) for row in w):
+        raise ValueError(f"attention record {k + 1}: weights must be {len(tgt)} rows of {len(src)}")
+    return {"source": [str(s) for s in src], "target": [str(t) for t in tgt],
+            "weights": [[round(float(x), 4) for x in row] for row in w]}
+
+
+def explorer_html(records: list[dict], lang: str = "en") -> str:
+    """The page for these attention records (empty records are skipped)."""
+    if lang not in LABELS:
+        raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LABELS)})")
+    data = [_valid(r, k) for k, r in enumerate(records) if r and r.get("target")]
+    if not data:
+        raise ValueError("no sentence with attention to show")
+    labels = LABELS[lang]
+    # JSON inside <script>: escape "</" so a token like "</s>" cannot close the tag.
+    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    page = _PAGE
+    for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]), ("__PREV__", labels["prev"]),
+                       ("__NEXT__", labels["next"]), ("__SOURCE__", labels["source"]),
+                       ("__TARGET__", labels["target"]), ("__HEATMAP__", labels["heatmap"])):
+        page = page.replace(key, html.escape(value))
+    page = page.replace("__LANG__", "zh-CN" if lang == "zh" else "en")
+    page = page.replace("__LABELS__", json.dumps(labels, ensure_ascii=False).replace("</", "<\\/"))
+    return page.replace("__DATA__", payload)
+
+
+def write_explorer(path: str | Path, records: list[dict], lang: str = "en") -> Path:
+    path = Path(path)
+    atomic_write_text(path, explorer_html(records, lang))
+    return path
