@@ -36,13 +36,16 @@ _PAGE = """<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>__TITLE__</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC", "PingFang SC",
-       "Microsoft YaHei", sans-serif; margin: 1.5rem; color: #222; max-width: 70rem; }
+__FONTFACE__
+/* rnnsearch-cjk holds only the page's own CJK characters, so Latin text falls through to the rest */
+body { font-family: "rnnsearch-cjk", system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC",
+       "PingFang SC", "Microsoft YaHei", sans-serif; margin: 1.5rem; color: #222; max-width: 70rem; }
 h1 { font-size: 1.2rem; }
 .hint { color: #555; font-size: 0.9rem; }
 nav { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; }
 .row { display: flex; flex-wrap: wrap; gap: 0.35rem; margin: 0.4rem 0 1rem; }
 .label { font-size: 0.8rem; color: #666; text-transform: uppercase; letter-spacing: 0.05em; }
+button { font-family: inherit; }
 .tok { border: 1px solid #bbb; border-radius: 4px; padding: 0.25rem 0.45rem; cursor: pointer;
        background: #fff; font-size: 1.1rem; position: relative; }
 .tok:focus { outline: 2px solid #1a73e8; }
@@ -171,6 +174,43 @@ table.heat td.sel { outline: 2px solid #1a73e8; }
 """
 
 
+def embedded_cjk_font(text: str) -> str:
+    """A CSS @font-face with Noto Sans CJK (regular weight) cut down to the CJK characters in
+    `text`, as a data URL — the page shows Chinese even where the system has no CJK font.
+    Empty when there is nothing to embed or the font (manimgx-fonts-cjk) is not installed."""
+    chars = "".join(sorted({c for c in text if ord(c) >= 0x2E80}))
+    if not chars:
+        return ""
+    try:
+        import base64
+        import io
+        import logging
+
+        import manimgx_fonts_cjk
+        from fontTools import subset
+        from fontTools.ttLib import TTFont
+        from fontTools.varLib import instancer
+
+        logging.getLogger("fontTools").setLevel(logging.ERROR)
+        path = Path(manimgx_fonts_cjk.__file__).with_name("NotoSansCJK-VF.otf.ttc")
+        font = TTFont(str(path), fontNumber=2)  # the collection's Simplified Chinese face
+        options = subset.Options()
+        options.layout_features = ["*"]
+        options.desubroutinize = True  # self-contained charstrings: robust for tiny subsets
+        options.notdef_outline = True
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(text=chars)
+        subsetter.subset(font)
+        font = instancer.instantiateVariableFont(font, {"wght": 400})  # variable -> regular weight
+        buf = io.BytesIO()
+        font.save(buf)
+    except Exception:  # no font package or an unreadable font: fall back to the system's fonts
+        return ""
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return ("@font-face { font-family: \"rnnsearch-cjk\"; "
+            f"src: url(data:font/otf;base64,{data}) format(\"opentype\"); }}")
+
+
 def _valid(record: dict, k: int) -> dict:
     src, tgt, w = record.get("source"), record.get("target"), record.get("weights")
     if not isinstance(src, list) or not isinstance(tgt, list) or not isinstance(w, list):
@@ -197,6 +237,7 @@ def explorer_html(records: list[dict], lang: str = "en") -> str:
                        ("__TARGET__", labels["target"]), ("__HEATMAP__", labels["heatmap"])):
         page = page.replace(key, html.escape(value))
     page = page.replace("__LANG__", "zh-CN" if lang == "zh" else "en")
+    page = page.replace("__FONTFACE__", embedded_cjk_font(payload + json.dumps(labels, ensure_ascii=False)))
     page = page.replace("__LABELS__", json.dumps(labels, ensure_ascii=False).replace("</", "<\\/"))
     return page.replace("__DATA__", payload)
 

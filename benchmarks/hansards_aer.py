@@ -1,0 +1,227 @@
+"""Alignment error rate of RNNsearch attention on the Hansards NAACL-2003 gold alignments,
+next to a statistical aligner (eflomal) on the same sentences.
+
+    python benchmarks/hansards_aer.py --data ../shared/data --work runs/hansards [--minutes 45]
+
+1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
+   the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
+   contractions expanded: "l'" -> "le", "du" -> "de le", ...), and strip accents from the gold text.
+2. Train a French→English RNNsearch (configs/hansards_fr_en.yaml) on it, unless the run exists
+   (an interrupted run is resumed).
+3. Align the 37 trial sentences with attention (argmax, and thresholded many-to-many), pick the
+   threshold on trial, and report AER/precision/recall on the 447 test sentences.
+4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
+   text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
+   alignments are scored the same way.
+
+Prints one JSON object with every figure and the command-line needed to reproduce it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from rnnsearch.alignment import aer, read_naacl  # noqa: E402
+
+ELISIONS = {"c": "ce", "d": "de", "j": "je", "l": "le", "m": "me", "n": "ne", "s": "se", "t": "te",
+            "qu": "que", "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique"}
+CONTRACTIONS = {"du": "de le", "au": "a le", "aux": "a les", "des": "de les"}
+ABBREVIATIONS = {"mr.", "mrs.", "ms.", "hon.", "st.", "m.", "dr.", "mme.", "no."}
+
+
+def strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+
+
+def tokenize(text: str, french: bool) -> str:
+    """Lower-cased, accent-free, punctuation split off, French elisions/contractions expanded."""
+    text = strip_accents(text.lower())
+    text = re.sub(r"([(),;:!?\"«»$%])", r" \1 ", text)
+    text = re.sub(r"(\w)-(\w)", r"\1 - \2", text)
+    text = re.sub(r"(\w)-(\w)", r"\1 - \2", text)
+    out = []
+    for word in text.split():
+        if word.endswith(".") and word not in ABBREVIATIONS and not re.fullmatch(r"[\d.,]+", word):
+            word, tail = word[:-1], ["."]
+        else:
+            tail = []
+        if french and word == "aujourd'hui":
+            out += ["aujourd'", "hui"]  # as the gold text splits it
+        elif french:
+            m = re.fullmatch(r"(c|d|j|l|m|n|s|t|qu|jusqu|lorsqu|puisqu|quoiqu)'(.+)", word)
+            if m:
+                out += [ELISIONS[m.group(1)], m.group(2)]
+            elif word in CONTRACTIONS:
+                out += CONTRACTIONS[word].split()
+            elif word:
+                out.append(word)
+        else:
+            m = re.fullmatch(r"(.+)('s|n't|'re|'ve|'ll|'m|'d)", word)
+            out += [m.group(1), m.group(2)] if m else ([word] if word else [])
+        out += tail
+    return " ".join(out)
+
+
+def prepare(data: Path, work: Path, n_train: int, seed: int) -> dict:
+    prep = work / "data"
+    done = prep / "DONE"
+    paths = {k: str(prep / k) for k in ("train.fr", "train.en", "trial.fr", "trial.en", "test.fr", "test.en")}
+    if done.exists():
+        return paths
+    prep.mkdir(parents=True, exist_ok=True)
+    src = data / "hansards_csc401_en_fr"
+    with gzip.open(src / "train.fr.gz", "rt", encoding="utf-8") as f:
+        fr = f.read().splitlines()
+    with gzip.open(src / "train.en.gz", "rt", encoding="utf-8") as f:
+        en = f.read().splitlines()
+    order = list(range(len(fr)))
+    random.Random(seed).shuffle(order)
+    order = sorted(order[:n_train])
+    (prep / "train.fr").write_text("\n".join(tokenize(fr[i], True) for i in order) + "\n", encoding="utf-8")
+    (prep / "train.en").write_text("\n".join(tokenize(en[i], False) for i in order) + "\n", encoding="utf-8")
+    gold = data / "hansards_naacl2003_align_gold"
+    for split in ("trial", "test"):
+        for lang in ("fr", "en"):
+            lines = (gold / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            # gold text is already tokenised; only case and accents differ from the training text
+            (prep / f"{split}.{lang}").write_text("\n".join(strip_accents(x.lower()).strip() for x in lines) + "\n",
+                                                   encoding="utf-8")
+    done.write_text("ok\n")
+    return paths
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def attention_aer(model: Path, paths: dict, data: Path) -> dict:
+    gold = data / "hansards_naacl2003_align_gold"
+    out = {}
+    for split in ("trial", "test"):
+        n = len(Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines())
+        for method, thr in (("argmax", None), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))):
+            cmd = [sys.executable, "-m", "rnnsearch", "align", "--model", str(model), "--src", paths[f"{split}.fr"],
+                   "--tgt", paths[f"{split}.en"], "--gold", str(gold / f"{split}.wa.nonullalign"),
+                   "--gold-format", "naacl", "--method", method, "--device", "cpu"]
+            if thr is not None:
+                cmd += ["--threshold", str(thr)]
+            res = json.loads(run(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT / "src"))).stdout)
+            out[f"{split}/{method}" + (f"@{thr}" if thr is not None else "")] = res
+        assert n == out[f"{split}/argmax"]["sentences"]
+    best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
+    out["chosen_on_trial"] = best.split("/", 1)[1]
+    out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]
+    return out
+
+
+def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
+    """eflomal on training text + test sentences (unsupervised), scored on the test part."""
+    venv = work / "eflomal-venv"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+        run([str(py), "-m", "pip", "install", "-q", "eflomal"])
+    train_fr = Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()
+    train_en = Path(paths["train.en"]).read_text(encoding="utf-8").splitlines()
+    test_fr = Path(paths["test.fr"]).read_text(encoding="utf-8").splitlines()
+    test_en = Path(paths["test.en"]).read_text(encoding="utf-8").splitlines()
+    joint = work / "eflomal"
+    joint.mkdir(exist_ok=True)
+    (joint / "src").write_text("\n".join(train_fr + test_fr) + "\n", encoding="utf-8")
+    (joint / "tgt").write_text("\n".join(train_en + test_en) + "\n", encoding="utf-8")
+    start = time.time()
+    code = ("import eflomal, sys\n"
+            "a = eflomal.Aligner()\n"
+            "with open(sys.argv[1]) as s, open(sys.argv[2]) as t, open(sys.argv[3], 'w') as f, open(sys.argv[4], 'w') as r:\n"
+            "    a.align(s, t, links_filename_fwd=f, links_filename_rev=r, quiet=True)\n")
+    run([str(py), "-c", code, str(joint / "src"), str(joint / "tgt"), str(joint / "fwd"), str(joint / "rev")])
+    seconds = time.time() - start
+    n = len(test_fr)
+    sure, possible = read_naacl(data / "hansards_naacl2003_align_gold" / "test.wa.nonullalign", n)
+
+    def links(path: Path) -> list[set]:
+        rows = path.read_text(encoding="utf-8").splitlines()[-n:]
+        return [{tuple(int(x) for x in item.split("-")) for item in row.split()} for row in rows]
+
+    fwd, rev = links(joint / "fwd"), links(joint / "rev")
+    out = {"seconds": round(seconds, 1), "forward": aer(fwd, sure, possible), "reverse": aer(rev, sure, possible),
+           "intersection": aer([f & r for f, r in zip(fwd, rev)], sure, possible),
+           "grow_diag_final_and": aer([grow_diag_final_and(f, r) for f, r in zip(fwd, rev)], sure, possible)}
+    return out
+
+
+def grow_diag_final_and(fwd: set, rev: set) -> set:
+    """The usual symmetrisation heuristic (Koehn et al. 2003)."""
+    alignment = fwd & rev
+    union = fwd | rev
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+    added = True
+    while added:
+        added = False
+        for i, j in sorted(alignment):
+            for di, dj in neighbours:
+                cand = (i + di, j + dj)
+                if cand in union and cand not in alignment:
+                    src_free = all(a[0] != cand[0] for a in alignment)
+                    tgt_free = all(a[1] != cand[1] for a in alignment)
+                    if src_free or tgt_free:
+                        alignment.add(cand)
+                        added = True
+    for i, j in sorted(union - alignment):
+        if all(a[0] != i for a in alignment) and all(a[1] != j for a in alignment):
+            alignment.add((i, j))
+    return alignment
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--work", default="runs/hansards")
+    ap.add_argument("--sentences", type=int, default=310661, help="training pairs (subsample)")
+    ap.add_argument("--minutes", type=float, default=45.0, help="training wall-clock budget")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--skip-eflomal", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    data, work = Path(args.data), Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    paths = prepare(data, work, args.sentences, args.seed)
+    model = work / "model"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    base = [sys.executable, "-m", "rnnsearch", "train"]
+    overrides = ["--set", f"train.max_minutes={args.minutes}", "--set", "train.progress=false",
+                 "--set", f"train.threads={args.threads}"]
+    start = time.time()
+    if (model / "DONE").exists():
+        pass
+    elif (model / "train_state.json").exists():
+        subprocess.run(base + ["--resume", str(model)] + overrides, check=True, env=env)
+    else:
+        subprocess.run(base + [str(ROOT / "configs" / "hansards_fr_en.yaml"), "--model-dir", str(model),
+                               "--set", f"data.train_src={paths['train.fr']}", "--set", f"data.train_tgt={paths['train.en']}",
+                               "--set", f"data.valid_src={paths['trial.fr']}", "--set", f"data.valid_tgt={paths['trial.en']}"]
+                       + overrides, check=True, env=env)
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+              "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),
+              "train_seconds_this_call": round(time.time() - start, 1),
+              "attention": attention_aer(model, paths, data)}
+    if not args.skip_eflomal:
+        result["eflomal"] = eflomal_aer(work, paths, data)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
