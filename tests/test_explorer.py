@@ -1,6 +1,5 @@
 """The alignment explorer page, checked in a real headless browser (Debian chromium + Playwright)."""
 
-import json
 import shutil
 
 import pytest

@@ -111,7 +111,7 @@ def cmd_evaluate(args) -> None:
         raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
     labels = list(args.label or [])
     systems = []
-    for k, model_dir in enumerate(args.model or []):
+    for model_dir in args.model or []:
         model = load(model_dir, device=args.device)
         start = time.time()
         hyp = [t.text for t in model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False)]

@@ -9,7 +9,6 @@ Han/WenQuanYi/PingFang/YaHei/SimHei) when installed, else the Noto Sans CJK that
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -52,11 +51,22 @@ def cjk_font() -> tuple[list[str], bool]:
         return ["DejaVu Sans"], False
 
 
+def _save(fig, path: str | Path) -> Path:
+    """Write the figure atomically, in the format its extension names (png, svg, pdf)."""
+    from .io import atomic_write
+
+    _, plt = _matplotlib()
+    fig.tight_layout()
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
+    plt.close(fig)
+    return path
+
+
 def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
                    path: str | Path, title: str | None = None) -> Path:
     """Write a grey-scale attention matrix (PNG or SVG by extension); rows = target words."""
-    from .io import atomic_write
-
     matplotlib, plt = _matplotlib()
     from matplotlib import patheffects
 
@@ -73,28 +83,19 @@ def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], ta
     ax.tick_params(length=0)
     if title:
         ax.set_xlabel(title, fontfamily=families, path_effects=effects)
-    fig.tight_layout()
-    path = Path(path)
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def has_cjk_font() -> bool:
     return cjk_font()[0][0] != "DejaVu Sans"
 
 
-__all__ = ["plot_attention", "cjk_font", "has_cjk_font"]
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
                        title: str = "BLEU by source sentence length") -> Path:
     """One line per system: BLEU of each length bucket (paper Figure 2). Buckets as from
     :func:`rnnsearch.evaluate.bleu_by_length`; empty buckets leave a gap."""
-    from .io import atomic_write
-
     matplotlib, plt = _matplotlib()
     families, thin = cjk_font()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -111,9 +112,4 @@ def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(prop={"family": families})
-    fig.tight_layout()
-    path = Path(path)
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150))
-    plt.close(fig)
-    return path
+    return _save(fig, path)

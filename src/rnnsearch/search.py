@@ -59,7 +59,7 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5,
     tokens_hist, back_hist, attn_hist = [], [], []
     V = None
     max_steps = int(limit.max()) + 1
-    for t in range(max_steps):
+    for _ in range(max_steps):
         log_p, new_state, attn = model.step(enc, state, y)
         V = log_p.size(-1)
         log_p = log_p.float()
