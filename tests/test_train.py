@@ -62,6 +62,8 @@ def test_translation_api_shapes(reverse_model):
     assert att["target"] == t.tokens + ["</s>"]
     assert len(att["weights"]) == len(att["target"])
     assert all(abs(sum(r) - 1) < 1e-5 and len(r) == 5 for r in att["weights"])
+    forced = model.force(["w1 w2 w3", ""], ["w3 w2 w1", ""])  # teacher-forced attention
+    assert len(forced[0]) == 4 and len(forced[0][0]) == 3 and forced[1] == []
 
 
 def test_resume_reaches_the_same_weights(tmp_path):

@@ -93,12 +93,14 @@ class Translator:
         self.model.eval()
         examples = [Example(self.encode_source(s), self.tgt_tok.encode(normalize(t, self.cfg.data.lowercase)), k)
                     for k, (s, t) in enumerate(zip(sources, targets, strict=True))]
-        out: list = [None] * len(examples)
-        for group in iterate_sorted([e.src for e in examples], batch_size):
+        out: list = [[] for _ in examples]  # an empty source has no attention rows
+        todo = [k for k, e in enumerate(examples) if e.src]
+        for group in iterate_sorted([examples[k].src for k in todo], batch_size):
+            group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
             _, attn = self.model(batch.src, batch.src_mask, batch.tgt_in)
             if attn is None:
-                continue
+                return [None] * len(examples)
             for row, g in enumerate(group):
                 e = examples[g]
                 w = attn[row, : len(e.tgt) + 1, : len(e.src)]
