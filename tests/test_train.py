@@ -117,3 +117,14 @@ def test_cli_errors_are_one_line(tmp_path):
     assert res.returncode == 2
     assert "unknown key 'model.hiden' (did you mean 'hidden'?)" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_training_runs_and_learns(tmp_path, precision):
+    cfg = toy_config(tmp_path, precision, max_epochs=2, precision=precision)
+    model_dir = train(cfg)
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r.get("kind") == "train"]
+    assert all(l == l and l < 10 for l in losses) and losses[-1] < losses[0]
+    # the saved weights stay fp32
+    assert all(v.dtype == torch.float32 for v in load_file(str(model_dir / "model.safetensors")).values())

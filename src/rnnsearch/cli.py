@@ -40,6 +40,8 @@ def cmd_train(args) -> None:
     overrides = list(args.set or [])
     if args.model_dir:
         overrides.append(f"model_dir={args.model_dir}")
+    if args.precision:
+        overrides.append(f"train.precision={args.precision}")
     if args.resume is not None:
         overrides.append(f"model_dir={args.resume}")
         cfg_path = args.config if args.config is not None else Path(args.resume) / "config.json"
@@ -339,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. --set model.hidden=256")
     p.add_argument("--model-dir", help="output directory (overrides model_dir)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="mixed precision (autocast), GPU mainly")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("translate", help="translate lines from stdin or a file")

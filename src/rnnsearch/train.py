@@ -112,6 +112,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
         saved = read_config(model_dir)
         saved.train.max_epochs, saved.train.max_steps = t.max_epochs, t.max_steps
         saved.train.max_minutes, saved.train.progress, saved.train.device = t.max_minutes, t.progress, t.device
+        saved.train.precision = t.precision
         cfg, t = saved, saved.train
         cfg.model_dir = str(model_dir)
         (model_dir / "DONE").unlink(missing_ok=True)
@@ -197,6 +198,10 @@ def train(cfg: Config, resume: bool = False) -> Path:
         log.info("step %d %s %s", state["step"], tag, shown)
         return record
 
+    # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
     started = time.time() - state["seconds"]
     stop = None
     bad_in_row = 0
@@ -218,12 +223,18 @@ def train(cfg: Config, resume: bool = False) -> Path:
             batch = collate([train_data.examples[i] for i in batches[pos]], cfg.model.word_dropout, rng)
             n_tok = batch.n_tgt_tokens  # counted on the CPU: no device sync
             batch = batch.to(device)
-            logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
-            loss = sequence_loss(logits, batch.tgt_out, t.label_smoothing)
+            with autocast:
+                logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+                loss = sequence_loss(logits, batch.tgt_out, t.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            (loss / n_tok).backward()
+            scaler.scale(loss / n_tok).backward()
+            scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm else float("inf"))
             state["position"] = pos + 1
+            if scaler.is_enabled() and not torch.isfinite(grad_norm):
+                scaler.step(optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
+                scaler.update()
+                continue
             if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
                 bad_in_row += 1
                 metrics.write({"step": state["step"], "kind": "skipped", "reason": "non-finite loss or gradient"})
@@ -235,7 +246,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                         "or use train.optimizer=adadelta")
                 continue
             bad_in_row = 0
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             state["step"] += 1
             state["tokens"] += n_tok
             window_loss += float(loss.detach())
