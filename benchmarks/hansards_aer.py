@@ -145,8 +145,8 @@ def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
     start = time.time()
     code = ("import eflomal, sys\n"
             "a = eflomal.Aligner()\n"
-            "with open(sys.argv[1]) as s, open(sys.argv[2]) as t, open(sys.argv[3], 'w') as f, open(sys.argv[4], 'w') as r:\n"
-            "    a.align(s, t, links_filename_fwd=f, links_filename_rev=r, quiet=True)\n")
+            "with open(sys.argv[1], encoding='utf-8') as s, open(sys.argv[2], encoding='utf-8') as t:\n"
+            "    a.align(s, t, links_filename_fwd=sys.argv[3], links_filename_rev=sys.argv[4], quiet=True)\n")
     run([str(py), "-c", code, str(joint / "src"), str(joint / "tgt"), str(joint / "fwd"), str(joint / "rev")])
     seconds = time.time() - start
     n = len(test_fr)
