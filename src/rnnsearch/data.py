@@ -150,11 +150,15 @@ def pad(seqs: list[list[int]], value: int = PAD) -> torch.Tensor:
     return out
 
 
+def drop_words(examples: list[Example], p: float, rng: random.Random) -> list[Example]:
+    """Source word dropout: each source token becomes <unk> with probability p."""
+    return [Example([UNK if rng.random() < p else w for w in e.src], e.tgt, e.index) for e in examples]
+
+
 def collate(examples: list[Example], word_dropout: float = 0.0, rng: Optional[random.Random] = None) -> Batch:
-    srcs = [e.src for e in examples]
     if word_dropout > 0 and rng is not None:
-        srcs = [[UNK if rng.random() < word_dropout else w for w in s] for s in srcs]
-    src = pad(srcs)
+        examples = drop_words(examples, word_dropout, rng)
+    src = pad([e.src for e in examples])
     tgt_in = pad([[BOS] + e.tgt for e in examples])
     tgt_out = pad([e.tgt + [EOS] for e in examples])
     return Batch(src, src != PAD, tgt_in, tgt_out, [e.index for e in examples])

@@ -116,18 +116,19 @@ class RNNsearch(nn.Module):
         t = t.unflatten(-1, (-1, 2)).amax(-1)  # maxout over pairs -> l
         return self.W_o(self.drop_readout(t))
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
                 ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher forcing.
 
         src, src_mask (B, S); tgt_in (B, T) = <s> y_1 .. y_{T-1}.
-        Returns log p(y_i | y_<i, x) (B, T, V) and attention α (B, T, S) (None for RNNencdec).
+        Returns log p(y_i | y_<i, x) (B, T, V) — or, with log_probs=False, the unnormalised
+        scores the training loss consumes — and attention α (B, T, S) (None for RNNencdec).
         """
-        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=True)
+        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=log_probs)
 
     def logits(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor):
-        """Like forward, but unnormalised scores (what the training loss consumes)."""
-        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=False)
+        """forward(..., log_probs=False)."""
+        return self(src, src_mask, tgt_in, log_probs=False)
 
     def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool):
         y_emb = self.drop_emb(self.tgt_emb(tgt_in))

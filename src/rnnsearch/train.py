@@ -9,7 +9,6 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Optional
 
 import sacrebleu
 import torch
@@ -18,11 +17,12 @@ import torch.nn.functional as F
 from .checkpoint import (CheckpointError, load_train_state, load_weights, read_config, save_train_state,
                          save_weights)
 from .config import Config
-from .data import ParallelData, collate, make_batches, read_parallel
+from . import distributed
+from .data import ParallelData, collate, drop_words, make_batches, read_parallel
 from .io import atomic_write_text
 from .attention import at_least_fp32
 from .model import build_model
-from .translate import Translator, resolve_device
+from .translate import Translator
 from .vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
 
 log = logging.getLogger("rnnsearch")
@@ -46,10 +46,11 @@ def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: f
 class MetricsLog:
     """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
 
-    def __init__(self, model_dir: Path, tensorboard: bool):
+    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
         self.path = model_dir / "log.jsonl"
+        self.enabled = enabled
         self.tb = None
-        if tensorboard:
+        if tensorboard and enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
@@ -58,6 +59,8 @@ class MetricsLog:
                 self.tb = None
 
     def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         if self.tb is not None:
@@ -101,6 +104,24 @@ def validate(translator: Translator, data: ParallelData, raw_src: list[str], raw
     return out
 
 
+PLATEAU_KEYS = ("best", "bad_validations", "lr_bad", "lr")
+
+
+def _after_validation(state: dict, record: dict, t) -> bool:
+    """Update best score, patience counters and (on a plateau) the learning rate; True if improved."""
+    score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
+    if state["best"] is None or score > state["best"]:
+        state["best"], state["bad_validations"], state["lr_bad"] = score, 0, 0
+        return True
+    state["bad_validations"] += 1
+    state["lr_bad"] += 1
+    if t.lr_decay < 1.0 and state["lr_bad"] >= t.lr_patience:
+        state["lr"] = max(t.min_lr, state["lr"] * t.lr_decay)
+        state["lr_bad"] = 0
+        log.info("no improvement for %d validations: lr -> %g", t.lr_patience, state["lr"])
+    return False
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
 
@@ -123,7 +144,9 @@ def train(cfg: Config, resume: bool = False) -> Path:
     torch.manual_seed(t.seed)
     if t.threads:
         torch.set_num_threads(t.threads)
-    device = resolve_device(t.device)
+    ctx, device = distributed.setup(t.device)
+    if not ctx.main:
+        log.setLevel(logging.WARNING)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -133,13 +156,12 @@ def train(cfg: Config, resume: bool = False) -> Path:
         raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to train")
     valid = _load_pairs(cfg, "valid")
     model_dir.mkdir(parents=True, exist_ok=True)
-    if resume:
-        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-    else:
+    if not resume and ctx.main:  # rank 0 builds the vocabularies; the others read them
         log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
-        src_tok, tgt_tok = build_tokenizers(cfg.vocab, [s for s in train_src], [s for s in train_tgt], t.seed)
-        save_tokenizers(model_dir, cfg.vocab, src_tok, tgt_tok)
+        save_tokenizers(model_dir, cfg.vocab, *build_tokenizers(cfg.vocab, train_src, train_tgt, t.seed))
         cfg.save(model_dir / "config.json")
+    distributed.barrier(ctx)
+    src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
     d = cfg.data
     train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
                                      d.lowercase, name="train")
@@ -161,27 +183,28 @@ def train(cfg: Config, resume: bool = False) -> Path:
         log.info("resumed %s at step %d (epoch %d, batch %d)", model_dir, state["step"], state["epoch"],
                  state["position"])
     log.info("model %s: %s parameters", cfg.model.arch, f"{model.num_parameters():,}")
-    metrics = MetricsLog(model_dir, t.tensorboard)
+    net = model
+    if ctx.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        log.info("data parallel over %d ranks: global batch %d %s", ctx.world, t.batch_size, t.batch_by)
+    metrics = MetricsLog(model_dir, t.tensorboard, enabled=ctx.main)
     translator = Translator(cfg, model, src_tok, tgt_tok, device)
 
-    def checkpoint(tag: str) -> Optional[dict]:
+    def checkpoint(tag: str) -> None:
+        """Validate (rank 0), update best/lr/patience on every rank, write the checkpoint (rank 0)."""
         record = {"step": state["step"], "epoch": state["epoch"]}
         improved = True
-        if valid_data is not None:
+        if ctx.main and valid_data is not None:
             record.update(validate(translator, valid_data, valid_src, valid_tgt, cfg, t.valid_metric == "bleu"))
-            score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
-            improved = state["best"] is None or score > state["best"]
-            if improved:
-                state["best"], state["bad_validations"], state["lr_bad"] = score, 0, 0
-            else:
-                state["bad_validations"] += 1
-                state["lr_bad"] += 1
-                if t.lr_decay < 1.0 and state["lr_bad"] >= t.lr_patience:
-                    state["lr"] = max(t.min_lr, state["lr"] * t.lr_decay)
-                    state["lr_bad"] = 0
-                    for group in optimizer.param_groups:
-                        group["lr"] = state["lr"]
-                    log.info("no improvement for %d validations: lr -> %g", t.lr_patience, state["lr"])
+            improved = _after_validation(state, record, t)
+        improved, shared = distributed.broadcast((improved, {k: state[k] for k in PLATEAU_KEYS}), ctx)
+        state.update(shared)
+        for group in optimizer.param_groups:
+            group["lr"] = state["lr"]
+        if not ctx.main:
+            return
         record.update(kind=tag, lr=state["lr"], best=state["best"])
         metrics.write(record)
         meta = {"step": str(state["step"])}
@@ -196,7 +219,6 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 old.unlink()
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state["step"], tag, shown)
-        return record
 
     # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
@@ -212,7 +234,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
             break
         batches = make_batches(train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
         bar = None
-        if t.progress:
+        if t.progress and ctx.main:
             from tqdm import tqdm
 
             bar = tqdm(total=len(batches), initial=state["position"], desc=f"epoch {epoch + 1}",
@@ -220,14 +242,18 @@ def train(cfg: Config, resume: bool = False) -> Path:
         window_loss, window_tok, window_t0 = 0.0, 0, time.time()
         for pos in range(state["position"], len(batches)):
             rng = random.Random(t.seed * 1_000_003 + epoch * 100_003 + pos)  # resumable word dropout
-            batch = collate([train_data.examples[i] for i in batches[pos]], cfg.model.word_dropout, rng)
-            n_tok = batch.n_tgt_tokens  # counted on the CPU: no device sync
-            batch = batch.to(device)
+            examples = [train_data.examples[i] for i in batches[pos]]
+            if cfg.model.word_dropout > 0:
+                examples = drop_words(examples, cfg.model.word_dropout, rng)
+            n_tok = sum(len(e.tgt) + 1 for e in examples)  # the global batch's tokens, on the CPU: no sync
+            mine, real = distributed.shard(examples, ctx)
+            batch = collate(mine).to(device)
             with autocast:
-                logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+                logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False)
                 loss = sequence_loss(logits, batch.tgt_out, t.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss / n_tok).backward()
+            # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
+            scaler.scale(loss * (ctx.world * real / n_tok)).backward()
             scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm else float("inf"))
             state["position"] = pos + 1
@@ -235,7 +261,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 scaler.step(optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
                 scaler.update()
                 continue
-            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+            # gradients are synchronised, so grad_norm (and this decision) agrees on every rank
+            if not (torch.isfinite(grad_norm) and (ctx.enabled or torch.isfinite(loss))):
                 bad_in_row += 1
                 metrics.write({"step": state["step"], "kind": "skipped", "reason": "non-finite loss or gradient"})
                 log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)",
@@ -250,13 +277,13 @@ def train(cfg: Config, resume: bool = False) -> Path:
             scaler.update()
             state["step"] += 1
             state["tokens"] += n_tok
-            window_loss += float(loss.detach())
+            window_loss += float(loss.detach()) * real
             window_tok += n_tok
             if bar is not None:
                 bar.update(1)
             if state["step"] % t.log_every == 0 or pos == len(batches) - 1:
                 elapsed = max(time.time() - window_t0, 1e-9)
-                mean = window_loss / max(window_tok, 1)
+                mean = distributed.all_sum([window_loss], ctx, device)[0] / max(window_tok, 1)
                 rec = {"step": state["step"], "epoch": epoch, "kind": "train", "loss": mean,
                        "ppl": math.exp(min(mean, 50)), "tok_per_s": window_tok / elapsed,
                        "grad_norm": float(grad_norm), "lr": state["lr"]}
@@ -273,7 +300,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
             if t.max_steps and state["step"] >= t.max_steps:
                 stop = f"reached max_steps={t.max_steps}"
                 break
-            if t.max_minutes and state["seconds"] >= t.max_minutes * 60:
+            if t.max_minutes and distributed.broadcast(state["seconds"] >= t.max_minutes * 60, ctx):
                 stop = f"reached max_minutes={t.max_minutes}"
                 break
         if bar is not None:
@@ -283,6 +310,12 @@ def train(cfg: Config, resume: bool = False) -> Path:
         checkpoint("epoch" if stop is None else "final")
         if stop is None and t.patience and state["bad_validations"] >= t.patience:
             stop = f"no improvement in {t.patience} validations"
+    if ctx.enabled:  # every rank must hold the same weights; say so in the log
+        sums = distributed.weight_checksums(model, ctx)
+        metrics.write({"step": state["step"], "kind": "ranks", "world": ctx.world, "weight_checksums": sums,
+                       "identical": len(set(sums)) == 1})
     log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={t.max_epochs}", model_dir)
-    atomic_write_text(model_dir / "DONE", json.dumps({"reason": stop or "max_epochs", "step": state["step"]}) + "\n")
+    if ctx.main:
+        atomic_write_text(model_dir / "DONE", json.dumps({"reason": stop or "max_epochs", "step": state["step"]}) + "\n")
+    distributed.cleanup(ctx)
     return model_dir

@@ -1,0 +1,71 @@
+"""Data-parallel training: 2 ranks on CPU (gloo) through torchrun match one process."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rnnsearch.toy import write_toy_corpus
+
+from conftest import TOY
+
+
+def write_config(tmp_path, **train):
+    data = write_toy_corpus(tmp_path / "data", task="reverse", n_train=600, n_valid=20, **TOY)
+    train_cfg = {"max_epochs": 5, "lr": 0.01, "batch_size": 32, "batching": "bucket", "valid_every": 0,
+                 "progress": False, "tensorboard": False, "threads": 1, "log_every": 1}
+    train_cfg.update(train)
+    cfg = {"preset": "tiny", "data": data, "model": {"emb": 16, "hidden": 16, "align": 16, "maxout": 16},
+           "train": train_cfg}
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def run(args, ranks=1):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if ranks > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
+               "-m", "rnnsearch", *args]
+    else:
+        cmd = [sys.executable, "-m", "rnnsearch", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def train_losses(model_dir):
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in records if r.get("kind") == "train"], records
+
+
+def test_two_ranks_match_one_process_and_each_other(tmp_path):
+    cfg = write_config(tmp_path, max_steps=8)
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "single")])
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "ddp")], ranks=2)
+    single, _ = train_losses(tmp_path / "single")
+    ddp, records = train_losses(tmp_path / "ddp")
+    # same global batches, same normalisation: the same losses up to summation order
+    assert len(single) == len(ddp) == 8
+    assert ddp == pytest.approx(single, rel=1e-4)
+    ranks = next(r for r in records if r.get("kind") == "ranks")
+    assert ranks["world"] == 2 and ranks["identical"], ranks
+    a = load_file(str(tmp_path / "single" / "last.safetensors"))
+    b = load_file(str(tmp_path / "ddp" / "last.safetensors"))
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5), k
+
+
+def test_resume_with_a_different_number_of_ranks(tmp_path):
+    cfg = write_config(tmp_path, max_steps=10)
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "straight")])
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "moved"), "--set", "train.max_steps=5"], ranks=2)
+    run(["train", "--resume", str(tmp_path / "moved"), "--set", "train.max_steps=10"])
+    a = load_file(str(tmp_path / "straight" / "last.safetensors"))
+    b = load_file(str(tmp_path / "moved" / "last.safetensors"))
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5), k
