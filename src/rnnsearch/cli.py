@@ -322,6 +322,16 @@ def cmd_figure(args) -> None:
     print(f"\nwrote {Path(args.out) / 'structure.png'} and structure.json")
 
 
+def cmd_experiment(args) -> None:
+    from .experiments import run_experiment
+
+    r = run_experiment(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
+                       data_root=args.data, train_sentences=args.train_sentences, seed=args.seed)
+    from .experiments import results_markdown
+
+    print(results_markdown(r))
+
+
 def _ascii_attention(tr) -> str:
     shades = " .:-=+*#%@"
     rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
@@ -426,6 +436,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=12, help="training epochs for the reversal panel")
     p.set_defaults(func=cmd_figure)
+
+    p = sub.add_parser("experiment", help="reproduce a claim: length-curve, reverse, scores")
+    p.add_argument("name", choices=["length-curve", "reverse", "scores"])
+    p.add_argument("--corpus", default="synthetic", choices=["synthetic", "europarl-it-en", "multi30k-de-en"])
+    p.add_argument("--budget-minutes", type=float, default=2.5, help="training minutes per model")
+    p.add_argument("--out", help="output directory (default experiments/NAME-CORPUS); finished models are reused")
+    p.add_argument("--data", default="../shared/data", help="directory holding the real corpora")
+    p.add_argument("--train-sentences", type=int, default=30000,
+                   help="synthetic: sentences to generate; real corpora: seeded subsample (0: all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("quickstart", help="train a tiny RNNsearch to reverse sequences (about a minute)")
     p.add_argument("--out", default="rnnsearch-quickstart")

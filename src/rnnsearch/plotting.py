@@ -113,3 +113,19 @@ def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
     ax.grid(alpha=0.3)
     ax.legend(prop={"family": families})
     return _save(fig, path)
+
+
+def plot_training_curves(curves: dict[str, list[dict]], path: str | Path) -> Path:
+    """Validation BLEU (or loss) against training step, one line per system: is anything undertrained?"""
+    _, plt = _matplotlib()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    use_bleu = all(r.get("valid_bleu") is not None for c in curves.values() for r in c)
+    for name, rows in curves.items():
+        ax.plot([r["step"] for r in rows], [r["valid_bleu" if use_bleu else "valid_loss"] for r in rows],
+                marker=".", label=name)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation BLEU (greedy)" if use_bleu else "validation loss")
+    ax.set_title("training curves (same wall-clock budget each)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)

@@ -1,0 +1,178 @@
+"""``rnnsearch experiment``: the seeds' claims, one command each.
+
+    length-curve  RNNencdec-30/-50 vs RNNsearch-30/-50 by source length (paper Figure 2)
+    reverse       reversed source input for RNNencdec and RNNsearch (Sutskever et al. 2014)
+    scores        additive vs dot vs general vs scaled dot: BLEU, speed, attention sharpness
+
+Every model of an experiment gets the same size and the same training budget (wall-clock
+minutes); its validation curve is kept so that an undertrained model is visible as such.
+Finished models in the output directory are reused and interrupted ones resumed, so a
+re-run continues where it stopped. Writes results.json, results.md and plots.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+from .config import config_from_dict
+from .evaluate import bleu_by_length, score_corpus
+from .io import DataError, atomic_write_text, read_lines
+
+log = logging.getLogger("rnnsearch")
+
+NAMES = ("length-curve", "reverse", "scores")
+CORPORA = ("synthetic", "europarl-it-en", "multi30k-de-en")
+SIZE = {"emb": 128, "hidden": 128, "align": 128, "maxout": 128}
+
+
+def _systems(name: str) -> dict[str, dict]:
+    """Model name -> config overrides (on top of the shared base) for each experiment."""
+    if name == "length-curve":
+        return {f"{arch}-{n}": {"model": {"arch": arch.lower()}, "data": {"max_len": n}}
+                for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
+    if name == "reverse":
+        return {f"{arch}{' reversed' if rev else ''}": {"model": {"arch": arch.lower()},
+                                                         "data": {"reverse_source": rev}}
+                for arch in ("RNNencdec", "RNNsearch") for rev in (False, True)}
+    return {score: {"model": {"score": score}} for score in ("additive", "dot", "general", "scaled_dot")}
+
+
+def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed: int,
+            test_sentences: int = 1000, max_clauses: int = 5) -> dict[str, str]:
+    """Write/locate train, valid and test files; returns their paths."""
+    d = out / "data"
+    if corpus == "synthetic":
+        from .democorpus import generate
+
+        paths = {k: str(d / k) for k in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt")}
+        if not (d / "test.tgt").exists():
+            test = generate(test_sentences, seed=seed + 2, min_clauses=1, max_clauses=max_clauses)
+            valid = generate(max(10, test_sentences // 5), seed=seed + 1, min_clauses=1, max_clauses=max_clauses,
+                             exclude={" ".join(p.src) for p in test})
+            train = generate(train_sentences, seed=seed, min_clauses=1, max_clauses=max_clauses,
+                             exclude={" ".join(p.src) for p in test + valid})
+            for split, pairs in (("train", train), ("valid", valid), ("test", test)):
+                atomic_write_text(d / f"{split}.src", "\n".join(" ".join(p.src) for p in pairs) + "\n")
+                atomic_write_text(d / f"{split}.tgt", "\n".join(" ".join(p.tgt) for p in pairs) + "\n")
+        return paths
+    if corpus == "europarl-it-en":
+        root = data_root / "europarl_it_en"
+        names = {"train": "train", "valid": "valid", "test": "test"}
+        src_lang, tgt_lang = "it", "en"
+    else:
+        root = data_root / "multi30k"
+        names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+        src_lang, tgt_lang = "de", "en"
+    if not root.exists():
+        raise DataError(f"{root}: corpus not found (give --data DIR holding {root.name}/)")
+    paths = {f"{k}.src": str(root / f"{v}.{src_lang}.gz") for k, v in names.items()}
+    paths.update({f"{k}.tgt": str(root / f"{v}.{tgt_lang}.gz") for k, v in names.items()})
+    if train_sentences:  # subsample the training data (CPU budgets), seeded, and say so
+        import random
+
+        src, tgt = read_lines(paths["train.src"]), read_lines(paths["train.tgt"])
+        if train_sentences < len(src):
+            keep = sorted(random.Random(seed).sample(range(len(src)), train_sentences))
+            d.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(d / "train.src", "\n".join(src[i] for i in keep) + "\n")
+            atomic_write_text(d / "train.tgt", "\n".join(tgt[i] for i in keep) + "\n")
+            paths["train.src"], paths["train.tgt"] = str(d / "train.src"), str(d / "train.tgt")
+            log.info("%s: training on a seeded subsample of %d of %d pairs", corpus, train_sentences, len(src))
+    return paths
+
+
+def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
+    word = corpus == "synthetic"
+    return {
+        "data": {"train_src": paths["train.src"], "train_tgt": paths["train.tgt"], "valid_src": paths["valid.src"],
+                 "valid_tgt": paths["valid.tgt"], "max_len": 80, "valid_bleu_sentences": 200},
+        "vocab": {"kind": "word" if word else "bpe", "size": 1000 if word else 8000},
+        "model": dict(SIZE, dropout_emb=0.2, dropout_hidden=0.2, dropout_readout=0.2),
+        "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket", "max_epochs": 1000,
+                  "max_minutes": minutes, "valid_every": 0, "seed": seed, "progress": False},
+        "decode": {"beam": 5},
+    }
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = json.loads(json.dumps(a))
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _mean_entropy(weights: list) -> float:
+    rows = [row for w in weights if w for row in w]
+    return sum(-sum(p * math.log(p) for p in row if p > 0) for row in rows) / max(len(rows), 1)
+
+
+def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 2.5, out_dir: str | Path | None = None,
+                   data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
+                   buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5) -> dict:
+    from .checkpoint import read_config
+    from .plotting import plot_length_curves, plot_training_curves
+    from .train import train
+    from .translate import load
+
+    if name not in NAMES:
+        raise DataError(f"unknown experiment {name!r} (choose from {', '.join(NAMES)})")
+    out = Path(out_dir or f"experiments/{name}-{corpus}")
+    paths = _corpus(corpus, out, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
+    src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
+    base = _base(corpus, paths, minutes, seed)
+    results = {"experiment": name, "corpus": corpus, "minutes_per_model": minutes, "seed": seed,
+               "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
+    for label, overrides in _systems(name).items():
+        model_dir = out / "models" / label.replace(" ", "_")
+        raw = _merge(base, overrides)
+        raw["model_dir"] = str(model_dir)
+        cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
+        started = time.time()
+        if not (model_dir / "DONE").exists():
+            train(cfg, resume=(model_dir / "train_state.json").exists())
+        model = load(model_dir, device="cpu")
+        begin = time.time()
+        hyps = [t.text for t in model.translate(src, beam=5, attention=False)]
+        decode_s = time.time() - begin
+        entry = {"label": label, "model_dir": str(model_dir), "config": read_config(model_dir).to_dict(),
+                 **{k: v for k, v in score_corpus(hyps, ref).items() if k in ("bleu", "chrf", "bleu_signature")},
+                 "by_length": bleu_by_length(src, hyps, ref, buckets), "decode_sent_per_s": round(len(src) / decode_s, 1),
+                 "trained_seconds_this_run": round(begin - started, 1)}
+        records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+        train_recs = [r for r in records if r.get("kind") == "train"]
+        entry["train_tok_per_s"] = round(sum(r["tok_per_s"] for r in train_recs) / max(len(train_recs), 1), 1)
+        entry["curve"] = [{"step": r["step"], "valid_bleu": r.get("valid_bleu"), "valid_loss": r["valid_loss"]}
+                          for r in records if "valid_loss" in r]
+        if model.cfg.model.arch == "rnnsearch":
+            entry["attention_entropy"] = round(_mean_entropy(model.force(src[:200], ref[:200])), 4)
+        results["systems"].append(entry)
+        log.info("%s: BLEU %.2f", label, entry["bleu"])
+    atomic_write_text(out / "results.json", json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out / "results.md", results_markdown(results))
+    plot_length_curves({s["label"]: s["by_length"] for s in results["systems"]}, out / "by_length.png",
+                       title=f"{name} on {corpus}: BLEU by source length")
+    plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png")
+    return results
+
+
+def results_markdown(r: dict) -> str:
+    buckets = [b["bucket"] for b in r["systems"][0]["by_length"]]
+    head = ["system", "BLEU", "chrF"] + buckets + ["train tok/s", "decode sent/s"]
+    if any("attention_entropy" in s for s in r["systems"]):
+        head.append("attention entropy")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in r["systems"]:
+        cells = [s["label"], f"{s['bleu']:.2f}", f"{s['chrf']:.2f}"]
+        cells += ["–" if b["bleu"] is None else f"{b['bleu']:.1f} ({b['sentences']})" for b in s["by_length"]]
+        cells += [f"{s['train_tok_per_s']:.0f}", f"{s['decode_sent_per_s']:.0f}"]
+        if "attention_entropy" in head:
+            cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    sig = r["systems"][0].get("bleu_signature", "")
+    return (f"{r['experiment']} on {r['corpus']}, {r['minutes_per_model']} minutes of training per model, "
+            f"seed {r['seed']}, {r['test_sentences']} test sentences; BLEU per bucket with (sentences); "
+            f"sacrebleu {sig}\n\n" + "\n".join(lines) + "\n")

@@ -1,0 +1,32 @@
+"""Each experiment runs end to end at a toy budget, and a re-run reuses finished models."""
+
+import json
+
+import pytest
+
+from rnnsearch.experiments import run_experiment
+
+
+@pytest.mark.parametrize("name", ["length-curve", "reverse", "scores"])
+def test_experiment_at_a_toy_budget(tmp_path, name):
+    r = run_experiment(name, corpus="synthetic", minutes=0.02, out_dir=tmp_path, train_sentences=200, seed=3,
+                       test_sentences=8, max_clauses=1)
+    assert len(r["systems"]) == 4
+    for f in ("results.json", "results.md", "by_length.png", "training_curves.png"):
+        assert (tmp_path / f).exists(), f
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [s["label"] for s in saved["systems"]] == [s["label"] for s in r["systems"]]
+    assert all(len(s["by_length"]) == 7 and s["curve"] for s in r["systems"])
+    if name == "length-curve":
+        assert {s["config"]["data"]["max_len"] for s in r["systems"]} == {30, 50}
+        assert [s["config"]["model"]["arch"] for s in r["systems"]].count("rnnencdec") == 2
+    if name == "reverse":
+        assert [s["config"]["data"]["reverse_source"] for s in r["systems"]] == [False, True, False, True]
+    if name == "scores":
+        assert all("attention_entropy" in s for s in r["systems"])
+        assert "attention entropy" in (tmp_path / "results.md").read_text()
+    # a second run reuses the finished models: nothing is trained again
+    stamps = {p: p.stat().st_mtime for p in tmp_path.glob("models/*/model.safetensors")}
+    run_experiment(name, corpus="synthetic", minutes=0.02, out_dir=tmp_path, train_sentences=200, seed=3,
+                       test_sentences=8, max_clauses=1)
+    assert stamps == {p: p.stat().st_mtime for p in tmp_path.glob("models/*/model.safetensors")}
