@@ -207,7 +207,7 @@ def main() -> None:
     start = time.time()
     if (model / "DONE").exists():
         pass
-    elif (model / "train_state.json").exists():
+    elif (model / "train_state.safetensors").exists():
         subprocess.run(base + ["--resume", str(model)] + overrides, check=True, env=env)
     else:
         subprocess.run(base + [str(ROOT / "configs" / "hansards_fr_en.yaml"), "--model-dir", str(model),

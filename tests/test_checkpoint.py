@@ -55,7 +55,8 @@ def test_damaged_train_state_refuses_to_resume(model_copy):
     from rnnsearch.checkpoint import read_config
     from rnnsearch.train import train
 
-    (model_copy / "train_state.json").write_text("{")
+    state = model_copy / "train_state.safetensors"
+    state.write_bytes(state.read_bytes()[:5000])  # truncated, as by a full disk
     cfg = read_config(model_copy)
     cfg.model_dir = str(model_copy)
     with pytest.raises(CheckpointError, match="training state is damaged"):

@@ -2,9 +2,10 @@
 
     config.json              the full configuration (rebuilds the exact model)
     model.safetensors        best weights by validation (what `rnnsearch.load` uses)
-    last.safetensors         most recent weights (resume starts here)
-    train_state.json         step, epoch, position in the epoch, best score, lr, RNG states
-    train_state.safetensors  optimizer tensors
+    last.safetensors         most recent weights
+    train_state.safetensors  what resume reads, in one atomic file: weights, optimizer tensors,
+                             RNG state, and (metadata) step, epoch, position, best score, lr
+    train_state.json         a readable copy of that state
     src.spm.model / tgt.spm.model  (or joint.*, or *.vocab.txt for word vocabularies)
     log.jsonl                training and validation metrics, one JSON object a line
 
@@ -87,39 +88,53 @@ def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu", we
 
 
 # -- training state ------------------------------------------------------------
-def save_train_state(model_dir: Path, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Optimizer tensors to safetensors, everything else to JSON (written last: it commits)."""
+# Everything a resume needs — weights, optimizer tensors, RNG state and the JSON state —
+# goes into ONE safetensors file written atomically: a kill at any instant leaves either
+# the previous complete state or the new one, never weights of one step with the
+# optimizer of another. train_state.json is a readable copy, not used to resume.
+def save_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     state: dict[str, Any]) -> None:
     opt = optimizer.state_dict()
-    tensors, slots = {}, {}
+    tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    slots = {}
     for pid, slot in opt["state"].items():
         slots[str(pid)] = {}
         for key, value in slot.items():
             if torch.is_tensor(value):
-                tensors[f"{pid}.{key}"] = value.detach().contiguous().cpu()
+                tensors[f"opt.{pid}.{key}"] = value.detach().contiguous().cpu()
                 slots[str(pid)][key] = "tensor"
             else:
                 slots[str(pid)][key] = value
     tensors["torch_rng"] = torch.get_rng_state()
-    meta = {"step": str(state["step"])}
-    atomic_write(model_dir / "train_state.safetensors", lambda tmp: save_file(tensors, tmp, metadata=meta))
     payload = dict(state, optimizer={"param_groups": opt["param_groups"], "slots": slots})
+    text = json.dumps(payload)
+    atomic_write(model_dir / "train_state.safetensors", lambda tmp: save_file(tensors, tmp, metadata={"state": text}))
     atomic_write_text(model_dir / "train_state.json", json.dumps(payload, indent=1) + "\n")
 
 
-def load_train_state(model_dir: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    jpath, tpath = model_dir / "train_state.json", model_dir / "train_state.safetensors"
-    if not jpath.exists() or not tpath.exists():
-        raise CheckpointError(f"{model_dir}: nothing to resume (no train_state.json / train_state.safetensors)")
+def load_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Restore weights, optimizer and RNG from train_state.safetensors; return the JSON state."""
+    from safetensors import safe_open
+
+    path = model_dir / "train_state.safetensors"
+    if not path.exists():
+        raise CheckpointError(f"{model_dir}: nothing to resume (no train_state.safetensors)")
     try:
-        state = json.loads(jpath.read_text(encoding="utf-8"))
-        tensors = load_file(str(tpath))
-    except (json.JSONDecodeError, UnicodeDecodeError, SafetensorError, OSError) as e:
-        raise CheckpointError(f"{model_dir}: training state is damaged ({e})") from None
+        with safe_open(str(path), framework="pt") as f:
+            state = json.loads((f.metadata() or {})["state"])
+        tensors = load_file(str(path))
+    except (json.JSONDecodeError, KeyError, SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: training state is damaged ({e})") from None
+    weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    own = model.state_dict()
+    if set(weights) != set(own) or any(weights[k].shape != own[k].shape for k in own):
+        raise CheckpointError(f"{path}: the saved weights do not match the model in config.json")
+    model.load_state_dict(weights)
     opt = state.pop("optimizer")
     restored = {"param_groups": opt["param_groups"], "state": {}}
     for pid, slot in opt["slots"].items():
         restored["state"][int(pid)] = {
-            k: (tensors[f"{pid}.{k}"] if v == "tensor" else v) for k, v in slot.items()}
+            k: (tensors[f"opt.{pid}.{k}"] if v == "tensor" else v) for k, v in slot.items()}
     try:
         optimizer.load_state_dict(restored)
     except (ValueError, KeyError) as e:

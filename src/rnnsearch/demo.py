@@ -101,7 +101,7 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
     started = time.time()
     out = Path(out_dir)
     model_dir = out / "model"
-    if model_dir.exists() and (model_dir / "train_state.json").exists():
+    if model_dir.exists() and (model_dir / "train_state.safetensors").exists():
         import shutil
 
         shutil.rmtree(model_dir)  # the demo always trains afresh

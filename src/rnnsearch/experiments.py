@@ -133,7 +133,7 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 2.5, o
         cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
         started = time.time()
         if not (model_dir / "DONE").exists():
-            train(cfg, resume=(model_dir / "train_state.json").exists())
+            train(cfg, resume=(model_dir / "train_state.safetensors").exists())
         model = load(model_dir, device="cpu")
         begin = time.time()
         hyps = [t.text for t in model.translate(src, beam=5, attention=False)]

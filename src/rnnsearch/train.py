@@ -14,7 +14,7 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import (CheckpointError, load_train_state, load_weights, read_config, save_train_state,
+from .checkpoint import (CheckpointError, load_train_state, read_config, save_train_state,
                          save_weights)
 from .config import Config
 from . import distributed
@@ -137,7 +137,9 @@ def train(cfg: Config, resume: bool = False) -> Path:
         cfg, t = saved, saved.train
         cfg.model_dir = str(model_dir)
         (model_dir / "DONE").unlink(missing_ok=True)
-    elif (model_dir / "train_state.json").exists():
+        for stale in model_dir.glob(".*.tmp"):  # half-written files of a killed run
+            stale.unlink()
+    elif (model_dir / "train_state.safetensors").exists():
         raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
                               "or choose another model_dir")
     random.seed(t.seed)
@@ -178,8 +180,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
     state = {"step": 0, "epoch": 0, "position": 0, "best": None, "bad_validations": 0,
              "lr_bad": 0, "lr": t.lr, "tokens": 0, "seconds": 0.0}
     if resume:
-        load_weights(model_dir / "last.safetensors", model)
-        state.update(load_train_state(model_dir, optimizer))
+        state.update(load_train_state(model_dir, model, optimizer))
         log.info("resumed %s at step %d (epoch %d, batch %d)", model_dir, state["step"], state["epoch"],
                  state["position"])
     log.info("model %s: %s parameters", cfg.model.arch, f"{model.num_parameters():,}")
@@ -211,7 +212,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
         if improved:
             save_weights(model_dir / "model.safetensors", model, meta)
         save_weights(model_dir / "last.safetensors", model, meta)
-        save_train_state(model_dir, optimizer, state)
+        save_train_state(model_dir, model, optimizer, state)
         if t.keep_last:  # periodic snapshots besides best and last, the oldest pruned
             snaps = model_dir / "checkpoints"
             save_weights(snaps / f"step-{state['step']:08d}.safetensors", model, meta)
