@@ -254,7 +254,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 loss = sequence_loss(logits, batch.tgt_out, t.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
-            scaler.scale(loss * (ctx.world * real / n_tok)).backward()
+            scaler.scale(loss * (ctx.world * real) / n_tok).backward()
             scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm else float("inf"))
             state["position"] = pos + 1
