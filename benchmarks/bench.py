@@ -63,7 +63,7 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
     return {"forward_mflop": 2 * forward / 1e6, "train_mflop": 3 * 2 * forward / 1e6}
 
 
-def load_corpus(quick: bool):
+def load_corpus():
     shared = ROOT.parent / "shared" / "data" / "multi30k"
     if shared.exists():
         train = read_parallel(shared / "train.de.gz", shared / "train.en.gz")
@@ -88,7 +88,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(args.quick)
+    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus()
     cfg = config_from_dict({"model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 256},
                             "vocab": {"kind": "bpe", "size": 8000},
                             "train": {"optimizer": "adam", "lr": 0.001, "batch_size": 64, "batching": "bucket"}})

@@ -209,11 +209,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
 
 
-def _merge(base: dict, update: dict) -> dict:
+def merge_dicts(base: dict, update: dict) -> dict:
+    """`update` over `base`, nested sections merged key by key (neither input is changed)."""
     out = dict(base)
     for k, v in update.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = merge_dicts(out[k], v)
         else:
             out[k] = v
     return out
@@ -294,7 +295,7 @@ def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config
     if preset is not None:
         if preset not in PRESETS:
             raise ConfigError(f"{source}: preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
-        raw = _merge(PRESETS[preset], raw)
+        raw = merge_dicts(PRESETS[preset], raw)
     cfg = _build(Config, raw, "", source)
     _validate(cfg, source)
     return cfg

@@ -18,7 +18,7 @@ import math
 import time
 from pathlib import Path
 
-from .config import config_from_dict
+from .config import config_from_dict, merge_dicts
 from .evaluate import bleu_by_length, score_corpus
 from .io import DataError, atomic_write_text, read_lines
 
@@ -98,13 +98,6 @@ def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
     }
 
 
-def _merge(a: dict, b: dict) -> dict:
-    out = json.loads(json.dumps(a))
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def _mean_entropy(weights: list) -> float:
     rows = [row for w in weights if w for row in w]
     return sum(-sum(p * math.log(p) for p in row if p > 0) for row in rows) / max(len(rows), 1)
@@ -128,7 +121,7 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 2.5, o
                "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
     for label, overrides in _systems(name).items():
         model_dir = out / "models" / label.replace(" ", "_")
-        raw = _merge(base, overrides)
+        raw = merge_dicts(base, overrides)
         raw["model_dir"] = str(model_dir)
         cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
         started = time.time()
