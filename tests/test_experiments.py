@@ -13,8 +13,8 @@ def test_experiment_at_a_toy_budget(tmp_path, name):
                        test_sentences=8, max_clauses=1)
     assert len(r["systems"]) == 4
     for f in ("results.json", "results.md", "by_length.png", "training_curves.png"):
-        assert (tmp_path / f).exists(), f
-    saved = json.loads((tmp_path / "results.json").read_text())
+        assert (tmp_path / name / f).exists(), f
+    saved = json.loads((tmp_path / name / "results.json").read_text())
     assert [s["label"] for s in saved["systems"]] == [s["label"] for s in r["systems"]]
     assert all(len(s["by_length"]) == 7 and s["curve"] for s in r["systems"])
     if name == "length-curve":
@@ -24,9 +24,23 @@ def test_experiment_at_a_toy_budget(tmp_path, name):
         assert [s["config"]["data"]["reverse_source"] for s in r["systems"]] == [False, True, False, True]
     if name == "scores":
         assert all("attention_entropy" in s for s in r["systems"])
-        assert "attention entropy" in (tmp_path / "results.md").read_text()
+        assert "attention entropy" in (tmp_path / name / "results.md").read_text()
     # a second run reuses the finished models: nothing is trained again
     stamps = {p: p.stat().st_mtime for p in tmp_path.glob("models/*/model.safetensors")}
     run_experiment(name, corpus="synthetic", minutes=0.02, out_dir=tmp_path, train_sentences=200, seed=3,
                        test_sentences=8, max_clauses=1)
     assert stamps == {p: p.stat().st_mtime for p in tmp_path.glob("models/*/model.safetensors")}
+
+
+def test_experiments_on_a_corpus_share_their_models(tmp_path):
+    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6,
+              max_clauses=1)
+    length = run_experiment("length-curve", **kw)
+    pool = set(tmp_path.glob("models/*"))
+    assert len(pool) == 4
+    reverse = run_experiment("reverse", **kw)
+    scores = run_experiment("scores", **kw)
+    by_label = {s["label"]: s["model_dir"] for r in (length, reverse, scores) for s in r["systems"]}
+    assert by_label["RNNsearch-50"] == by_label["RNNsearch"] == by_label["additive"]
+    assert by_label["RNNencdec-50"] == by_label["RNNencdec"]
+    assert len(set(tmp_path.glob("models/*"))) == 4 + 2 + 3  # 9 models for the 12 systems

@@ -82,7 +82,14 @@ def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu", we
     except DataError as e:
         raise CheckpointError(str(e)) from None
     model = build_model(cfg.model, len(src_tok), len(tgt_tok))
-    load_weights(model_dir / weights, model)
+    try:
+        load_weights(model_dir / weights, model)
+    except CheckpointError as e:
+        if "_emb." not in str(e) and "W_o." not in str(e):
+            raise
+        raise CheckpointError(f"{e}; the tokenizer files in {model_dir} have {len(src_tok):,} source and "
+                              f"{len(tgt_tok):,} target entries: they are not the vocabulary this model was "
+                              f"trained with (was a tokenizer file replaced?)") from None
     model.to(device).eval()
     return cfg, model, src_tok, tgt_tok
 

@@ -80,6 +80,9 @@ def cmd_translate(args) -> None:
     from .translate import load, write_attention_jsonl
 
     model = load(args.model, device=args.device)
+    beam = args.beam if args.beam is not None else model.cfg.decode.beam
+    if beam < 1 or not 1 <= args.n_best <= beam:
+        raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} --beam {beam}")
     lines = _read_input(args.input)
     results = model.translate(lines, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
                               attention=args.attention is not None)
@@ -332,6 +335,19 @@ def cmd_experiment(args) -> None:
     print(results_markdown(r))
 
 
+def cmd_data(args) -> None:
+    from .corpora import describe, get
+
+    if args.action == "list":
+        print(describe())
+        return
+    if not args.name:
+        raise DataError("data get: name a corpus (see `rnnsearch data list`)")
+    out = get(args.name, out_dir=args.dir, cache=args.cache, mirror=args.mirror,
+              allow_unpinned=args.allow_unpinned, retries=args.retries, progress=not args.no_progress)
+    print(f"{args.name}: verified and written to {out}/")
+
+
 def _ascii_attention(tr) -> str:
     shades = " .:-=+*#%@"
     rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
@@ -440,13 +456,26 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("experiment", help="reproduce a claim: length-curve, reverse, scores")
     p.add_argument("name", choices=["length-curve", "reverse", "scores"])
     p.add_argument("--corpus", default="synthetic", choices=["synthetic", "europarl-it-en", "multi30k-de-en"])
-    p.add_argument("--budget-minutes", type=float, default=2.5, help="training minutes per model")
-    p.add_argument("--out", help="output directory (default experiments/NAME-CORPUS); finished models are reused")
+    p.add_argument("--budget-minutes", type=float, default=3.0, help="training minutes per model")
+    p.add_argument("--out", help="directory shared by the experiments on a corpus (default experiments/CORPUS): "
+                   "data, models/ (finished ones are reused), NAME/ results")
     p.add_argument("--data", default="../shared/data", help="directory holding the real corpora")
     p.add_argument("--train-sentences", type=int, default=30000,
                    help="synthetic: sentences to generate; real corpora: seeded subsample (0: all)")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_experiment)
+
+    p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256) or list them")
+    p.add_argument("action", choices=["get", "list"])
+    p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
+                   "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en")
+    p.add_argument("--dir", default="data", help="where the corpus folder is written (default ./data)")
+    p.add_argument("--cache", help="download cache (default $RNNSEARCH_CACHE or ~/.cache/rnnsearch)")
+    p.add_argument("--mirror", help="fetch the same paths from this base URL (or set $RNNSEARCH_MIRROR)")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept files without a pinned SHA-256")
+    p.add_argument("--retries", type=int, default=2, help="resume an interrupted download this many times")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("quickstart", help="train a tiny RNNsearch to reverse sequences (about a minute)")
     p.add_argument("--out", default="rnnsearch-quickstart")

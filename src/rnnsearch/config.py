@@ -123,6 +123,7 @@ class DecodeConfig:
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
     batch_size: int = 64  # sentences per decoding batch
     n_best: int = 1
+    max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
 
 
 @dataclass

@@ -6,8 +6,11 @@
 
 Every model of an experiment gets the same size and the same training budget (wall-clock
 minutes); its validation curve is kept so that an undertrained model is visible as such.
-Finished models in the output directory are reused and interrupted ones resumed, so a
-re-run continues where it stopped. Writes results.json, results.md and plots.
+All experiments on a corpus share one directory (default ``experiments/CORPUS``): the data,
+a pool of models named by a hash of their full config (RNNsearch-50 of the length curve is
+also the unreversed RNNsearch of ``reverse`` and the additive model of ``scores``), and one
+folder of results per experiment. Finished models are reused and interrupted ones resumed,
+so a re-run continues where it stopped. Writes results.json, results.md and plots.
 """
 
 from __future__ import annotations
@@ -36,9 +39,23 @@ def _systems(name: str) -> dict[str, dict]:
                 for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
     if name == "reverse":
         return {f"{arch}{' reversed' if rev else ''}": {"model": {"arch": arch.lower()},
-                                                         "data": {"reverse_source": rev}}
+                                                         "data": {"max_len": 50, "reverse_source": rev}}
                 for arch in ("RNNencdec", "RNNsearch") for rev in (False, True)}
-    return {score: {"model": {"score": score}} for score in ("additive", "dot", "general", "scaled_dot")}
+    return {score: {"model": {"score": score}, "data": {"max_len": 50}}
+            for score in ("additive", "dot", "general", "scaled_dot")}
+
+
+def _model_name(raw: dict) -> str:
+    """A pool directory name: readable, plus a hash of the whole config, so equal configs share a model."""
+    import hashlib
+
+    full = config_from_dict(dict(raw, model_dir=""), source="experiment").to_dict()  # defaults filled in
+    key = hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:8]
+    m, d = full["model"], full["data"]
+    parts = [m["arch"], str(d["max_len"])] + (["reversed"] if d["reverse_source"] else [])
+    if m["arch"] == "rnnsearch":
+        parts.append(m["score"])
+    return "-".join(parts) + "-" + key
 
 
 def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed: int,
@@ -103,7 +120,7 @@ def _mean_entropy(weights: list) -> float:
     return sum(-sum(p * math.log(p) for p in row if p > 0) for row in rows) / max(len(rows), 1)
 
 
-def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 2.5, out_dir: str | Path | None = None,
+def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
                    data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
                    buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5) -> dict:
     from .checkpoint import read_config
@@ -113,15 +130,16 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 2.5, o
 
     if name not in NAMES:
         raise DataError(f"unknown experiment {name!r} (choose from {', '.join(NAMES)})")
-    out = Path(out_dir or f"experiments/{name}-{corpus}")
-    paths = _corpus(corpus, out, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
+    root = Path(out_dir or f"experiments/{corpus}")
+    out = root / name
+    paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
     base = _base(corpus, paths, minutes, seed)
     results = {"experiment": name, "corpus": corpus, "minutes_per_model": minutes, "seed": seed,
                "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
     for label, overrides in _systems(name).items():
-        model_dir = out / "models" / label.replace(" ", "_")
         raw = merge_dicts(base, overrides)
+        model_dir = root / "models" / _model_name(raw)
         raw["model_dir"] = str(model_dir)
         cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
         started = time.time()

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .checkpoint import (CheckpointError, load_train_state, read_config, save_tr
                          save_weights)
 from .config import Config
 from . import distributed
-from .data import ParallelData, collate, drop_words, make_batches, read_parallel
+from .data import ParallelData, collate, drop_words, make_batches, normalize, read_parallel
 from .io import atomic_write_text
 from .attention import at_least_fp32
 from .model import build_model
@@ -157,23 +158,32 @@ def train(cfg: Config, resume: bool = False) -> Path:
     if train_src is None:
         raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to train")
     valid = _load_pairs(cfg, "valid")
+    created = not model_dir.exists()
     model_dir.mkdir(parents=True, exist_ok=True)
-    if not resume and ctx.main:  # rank 0 builds the vocabularies; the others read them
-        log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
-        save_tokenizers(model_dir, cfg.vocab, *build_tokenizers(cfg.vocab, train_src, train_tgt, t.seed))
-        cfg.save(model_dir / "config.json")
-    distributed.barrier(ctx)
-    src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-    d = cfg.data
-    train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
-                                     d.lowercase, name="train")
-    valid_data = None
-    if valid is not None:
-        valid_data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source,
-                                         d.lowercase, name="valid")
-        keep = [e.index for e in valid_data.examples]
-        valid_src = [valid[0][i] for i in keep]
-        valid_tgt = [valid[1][i] for i in keep]
+    try:
+        if not resume and ctx.main:  # rank 0 builds the vocabularies; the others read them
+            log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
+            # built from the text as the model will see it (control characters cleaned, case as configured)
+            src_norm = [normalize(x, cfg.data.lowercase) for x in train_src]
+            tgt_norm = [normalize(x, cfg.data.lowercase) for x in train_tgt]
+            save_tokenizers(model_dir, cfg.vocab, *build_tokenizers(cfg.vocab, src_norm, tgt_norm, t.seed))
+            cfg.save(model_dir / "config.json")
+        distributed.barrier(ctx)
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+        d = cfg.data
+        train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
+                                         d.lowercase, name="train")
+        valid_data = None
+        if valid is not None:
+            valid_data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source,
+                                             d.lowercase, name="valid")
+            keep = [e.index for e in valid_data.examples]
+            valid_src = [valid[0][i] for i in keep]
+            valid_tgt = [valid[1][i] for i in keep]
+    except BaseException:  # bad data found while encoding: leave no half-made model directory behind
+        if created and ctx.main:
+            shutil.rmtree(model_dir, ignore_errors=True)
+        raise
 
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
     optimizer = make_optimizer(cfg, model.parameters())

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -43,6 +44,10 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+MAX_ATTENTION_CELLS = 4_000_000  # target rows x source columns kept per sentence (dense JSON beyond is useless)
+log = logging.getLogger("rnnsearch")
+
+
 class Translator:
     """A loaded model with its tokenisers and decoding defaults."""
 
@@ -60,26 +65,71 @@ class Translator:
         """Translate sentences; an empty sentence gives an empty translation.
 
         Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence.
+        A source longer than ``decode.max_source_len`` tokens is translated in consecutive
+        pieces of that length and the pieces joined (its attention is then block-diagonal),
+        so no input can stall the decoder and every line gets a translation.
         """
         d = self.cfg.decode
         beam = d.beam if beam is None else beam
         if not 1 <= n_best <= beam:
             raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
         sentences = list(sentences)
-        ids = [self.encode_source(s) for s in sentences]
-        empty = Translation("", [], 0.0, [], [] if attention else None)
-        out: list[list[Translation]] = [[empty] * n_best for _ in sentences]
-        todo = [i for i, x in enumerate(ids) if x]
-        self.model.eval()
-        for group in iterate_sorted([ids[i] for i in todo], batch_size or d.batch_size):
-            rows = [todo[g] for g in group]
-            src = pad([ids[r] for r in rows]).to(self.device)
-            hyps = beam_search(self.model, src, src != PAD, beam=beam, alpha=d.alpha if alpha is None else alpha,
-                               max_len_ratio=max_len_ratio or d.max_len_ratio, n_best=n_best,
-                               with_attention=attention)
-            for r, nbest in zip(rows, hyps):
-                out[r] = [self._result(ids[r], h) for h in nbest]
+        limit = max(1, d.max_source_len)
+        pieces: list[list[int]] = []  # reading-order token ids of every piece
+        owner: list[int] = []  # the sentence each piece belongs to
+        for k, text in enumerate(sentences):
+            ids = self.src_tok.encode(normalize(text, self.cfg.data.lowercase))
+            for start in range(0, len(ids), limit):
+                pieces.append(ids[start:start + limit])
+                owner.append(k)
+        hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
+                            max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention)
+        out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)] * n_best
+                                        for _ in sentences]
+        by_sentence: dict[int, list[int]] = {}
+        for p, k in enumerate(owner):
+            by_sentence.setdefault(k, []).append(p)
+        for k, ps in by_sentence.items():
+            out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
+                      for rank in range(n_best)]
         return [o[0] for o in out] if n_best == 1 else out
+
+    def _decode(self, pieces: list[list[int]], beam: int, n_best: int, alpha: float, ratio: float,
+                batch_size: int, attention: bool) -> list:
+        """Beam search over source pieces (reading order), batched by length; n-best per piece."""
+        rev = self.cfg.data.reverse_source
+        hyps: list = [None] * len(pieces)
+        self.model.eval()
+        for group in iterate_sorted(pieces, batch_size):
+            src = pad([pieces[g][::-1] if rev else pieces[g] for g in group]).to(self.device)
+            found = beam_search(self.model, src, src != PAD, beam=beam, alpha=alpha, max_len_ratio=ratio,
+                                n_best=n_best, with_attention=attention)
+            for g, nbest in zip(group, found):
+                hyps[g] = nbest
+        return hyps
+
+    def _result(self, pieces: list[list[int]], hyps: list, attention: bool) -> Translation:
+        """One Translation from the hypotheses of a sentence's consecutive source pieces."""
+        rev = self.cfg.data.reverse_source
+        src_ids = [t for piece in pieces for t in piece]
+        tokens = [t for h in hyps for t in h.tokens]
+        n_tgt = sum(len(h.tokens) for h in hyps)
+        score = sum(h.score * (len(h.tokens) + 1) for h in hyps) / (n_tgt + len(hyps))
+        weights = None
+        cells = (n_tgt + 1) * len(src_ids)
+        if attention and cells > MAX_ATTENTION_CELLS:
+            log.warning("attention of a %d-token source is not kept (%s weights; limit %s)", len(src_ids),
+                        f"{cells:,}", f"{MAX_ATTENTION_CELLS:,}")
+        elif attention and all(h.attention is not None for h in hyps):
+            weights, before = [], 0
+            for piece, h in zip(pieces, hyps):
+                after = len(src_ids) - before - len(piece)
+                rows = h.attention if h is hyps[-1] else h.attention[:-1]  # one </s> row, the last
+                rows = [row[::-1] if rev else row for row in rows]  # columns in reading order
+                weights += [[0.0] * before + list(r) + [0.0] * after for r in rows]
+                before += len(piece)
+        return Translation(self.tgt_tok.decode(tokens), self.tgt_tok.pieces(tokens), score,
+                           self.src_tok.pieces(src_ids), weights)
 
     @torch.no_grad()
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[Optional[list[list[float]]]]:
@@ -108,14 +158,6 @@ class Translator:
                     w = w.flip(-1)
                 out[g] = w.tolist()
         return out
-
-    def _result(self, src_ids: list[int], hyp) -> Translation:
-        src_ids = src_ids[::-1] if self.cfg.data.reverse_source else src_ids
-        weights = hyp.attention
-        if weights is not None and self.cfg.data.reverse_source:
-            weights = [row[::-1] for row in weights]  # columns back in reading order
-        return Translation(self.tgt_tok.decode(hyp.tokens), self.tgt_tok.pieces(hyp.tokens), hyp.score,
-                           self.src_tok.pieces(src_ids), weights)
 
 
 def load(model_dir: str | Path, device: str = "auto") -> Translator:

@@ -97,13 +97,19 @@ class SentencePiece:
             with open(corpus, "w", encoding="utf-8") as f:
                 for s in sentences:
                     f.write(s.replace("\n", " ") + "\n")
-            spm.SentencePieceTrainer.train(
-                input=corpus, model_writer=buf, vocab_size=size, model_type=kind,
-                character_coverage=character_coverage, byte_fallback=byte_fallback,
-                pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
-                input_sentence_size=2_000_000, shuffle_input_sentence=True,
-                minloglevel=2, num_threads=os.cpu_count() or 1,
-            )
+            try:
+                spm.SentencePieceTrainer.train(
+                    input=corpus, model_writer=buf, vocab_size=size, model_type=kind,
+                    character_coverage=character_coverage, byte_fallback=byte_fallback,
+                    pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
+                    input_sentence_size=2_000_000, shuffle_input_sentence=True,
+                    minloglevel=2, num_threads=os.cpu_count() or 1,
+                )
+            except RuntimeError as e:  # sentencepiece reports config problems as RuntimeError
+                reason = str(e).split("] ", 1)[-1]
+                hint = " (byte_fallback adds 256 byte pieces)" if byte_fallback else ""
+                raise DataError(f"vocab: sentencepiece cannot build a {kind} vocabulary of size {size}: "
+                                f"{reason}{hint}") from None
         return cls(buf.getvalue())
 
     def encode(self, text: str) -> list[int]:

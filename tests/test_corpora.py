@@ -1,0 +1,281 @@
+"""`rnnsearch data get` against a local HTTP server on 127.0.0.1 (never the internet)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rnnsearch import corpora
+from rnnsearch.cli import main
+from rnnsearch.corpora import CATALOGUE, Corpus, DownloadError, Remote, get
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+class Server:
+    """Serves `files` (URL path -> bytes) with Range support; can cut a response short or ignore ranges."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.cut_next: dict[str, int] = {}  # path -> bytes to send before closing, once
+        self.ignore_range = False
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path.lstrip("/")
+                rng = self.headers.get("Range")
+                server.requests.append((path, rng))
+                if path not in server.files:
+                    self.send_error(404, "Not Found")
+                    return
+                data, start = server.files[path], 0
+                if rng and not server.ignore_range:
+                    start = int(rng.removeprefix("bytes=").rstrip("-"))
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(data)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                cut = server.cut_next.pop(path, None)
+                self.wfile.write(body if cut is None else body[:cut])
+                self.wfile.flush()
+                if cut is not None:
+                    self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    with Server() as s:
+        yield s
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _toy(server: Server, data: bytes, pinned: bytes | None = None, name: str = "toy") -> dict[str, Corpus]:
+    """A one-file corpus whose upstream is example.org; the test server plays the mirror."""
+    url = "https://example.org/corpora/v1/words.txt"
+    server.files["corpora/v1/words.txt"] = data
+    pin = data if pinned is None else pinned
+    remote = Remote(url, _sha(pin), len(pin))
+    return {name: Corpus(name, "toy_corpus", "a toy corpus", (remote,), corpora._copy_as({}))}
+
+
+def test_download_verify_extract_and_cache(server, tmp_path):
+    data = b"ein Haus\nzwei H\xc3\xa4user\n" * 500
+    cat = _toy(server, data)
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert out == tmp_path / "data" / "toy_corpus"
+    assert (out / "words.txt").read_bytes() == data
+    note = (out / "SOURCE.md").read_text()
+    assert _sha(data) in note and server.url in note
+    assert server.requests == [("corpora/v1/words.txt", None)]
+    cached = tmp_path / "cache" / "downloads" / "example.org" / "corpora" / "v1" / "words.txt"
+    assert cached.read_bytes() == data
+    get("toy", tmp_path / "again", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert len(server.requests) == 1  # served from the cache
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["toy_corpus"]  # no staging left
+
+
+def test_checksum_mismatch_removes_the_bytes_and_writes_nothing(server, tmp_path):
+    cat = _toy(server, b"tampered content!\n", pinned=b"original content!!\n"[:18])
+    with pytest.raises(DownloadError, match="SHA-256 mismatch: expected [0-9a-f]{64}, got [0-9a-f]{64}"):
+        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))  # neither .part nor the file stays
+
+
+def test_size_mismatch_is_reported_before_hashing(server, tmp_path):
+    cat = _toy(server, b"short\n", pinned=b"a longer original\n")
+    with pytest.raises(DownloadError, match=r"expected 18 bytes, got 6"):
+        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+
+
+def test_interrupted_download_is_kept_and_resumed_by_the_next_run(server, tmp_path):
+    data = bytes(range(256)) * 1000
+    cat = _toy(server, data)
+    server.cut_next["corpora/v1/words.txt"] = 100_000
+    with pytest.raises(DownloadError, match=r"interrupted after 100,000 bytes.*next run resumes"):
+        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=0, progress=False,
+            catalogue=cat)
+    part = next((tmp_path / "cache").rglob("*.part"))
+    assert part.stat().st_size == 100_000
+    assert not (tmp_path / "data" / "toy_corpus").exists()
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=0, progress=False,
+              catalogue=cat)
+    assert (out / "words.txt").read_bytes() == data
+    assert server.requests[-1] == ("corpora/v1/words.txt", "bytes=100000-")
+    assert not part.exists()
+
+
+def test_interruption_is_resumed_within_one_run(server, tmp_path):
+    data = b"x" * 200_000
+    cat = _toy(server, data)
+    server.cut_next["corpora/v1/words.txt"] = 70_000
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=2, progress=False,
+              catalogue=cat)
+    assert (out / "words.txt").read_bytes() == data
+    assert [r for _, r in server.requests] == [None, "bytes=70000-"]
+
+
+def test_server_that_ignores_range_restarts_cleanly(server, tmp_path):
+    data = b"0123456789" * 30_000
+    cat = _toy(server, data)
+    server.cut_next["corpora/v1/words.txt"] = 1234
+    server.ignore_range = True
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert (out / "words.txt").read_bytes() == data  # not the first 1234 bytes twice
+
+
+def test_complete_part_file_is_verified_without_refetching(server, tmp_path):
+    data = b"complete\n" * 100
+    cat = _toy(server, data)
+    part = tmp_path / "cache" / "downloads" / "example.org" / "corpora" / "v1" / "words.txt.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(data)  # e.g. killed between the last byte and the rename
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert (out / "words.txt").read_bytes() == data
+    assert server.requests == [("corpora/v1/words.txt", f"bytes={len(data)}-")]
+
+
+def test_http_errors_and_unknown_names_are_clear(server, tmp_path):
+    cat = _toy(server, b"x\n")
+    del server.files["corpora/v1/words.txt"]
+    with pytest.raises(DownloadError, match=r"words.txt: HTTP 404"):
+        get("toy", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False, catalogue=cat)
+    with pytest.raises(corpora.DataError, match="unknown corpus 'nope' \\(choose from toy\\)"):
+        get("nope", tmp_path, catalogue=cat)
+
+
+def test_unpinned_files_need_explicit_consent(server, tmp_path):
+    corpus = dataclasses.replace(CATALOGUE["europarl-it-en"])
+    with pytest.raises(corpora.DataError, match="no SHA-256 is pinned .*--allow-unpinned"):
+        get("europarl", tmp_path, catalogue={corpus.name: corpus})
+    assert server.requests == []
+
+
+def test_mirror_from_the_environment(server, tmp_path, monkeypatch):
+    cat = _toy(server, b"via the environment\n")
+    monkeypatch.setenv("RNNSEARCH_MIRROR", server.url + "/")
+    monkeypatch.setenv("RNNSEARCH_CACHE", str(tmp_path / "envcache"))
+    out = get("toy", tmp_path / "data", progress=False, catalogue=cat)
+    assert (out / "words.txt").read_bytes() == b"via the environment\n"
+    assert (tmp_path / "envcache" / "downloads").exists()
+
+
+def _unpinned(name: str, server: Server, data: bytes) -> dict[str, Corpus]:
+    corpus = CATALOGUE[name]
+    (remote,) = corpus.files
+    server.files[remote.path] = data
+    return {name: dataclasses.replace(corpus, files=(Remote(remote.url, _sha(data), len(data)),))}
+
+
+def test_tatoeba_and_europarl_extraction(server, tmp_path):
+    cmn = "\ufeffHi.\t嗨。\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #891077 (Martha)\n" \
+          "Run.\t跑。 \tCC-BY 2.0 (France) Attribution: tatoeba.org #4008918 (JSakuragi)\n"
+    out = get("tatoeba-cmn-eng", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=_unpinned("tatoeba-cmn-eng", server, cmn.encode()))
+    assert gzip.open(out / "all.en.gz").read().decode() == "Hi.\nRun.\n"
+    assert gzip.open(out / "all.zh.gz").read().decode() == "嗨。\n跑。\n"
+    assert "#891077" in gzip.open(out / "all.attribution.gz").read().decode().splitlines()[0]
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("fra-eng/fra.txt", "Go.\tVa !\nWho?\tQui ?\n")
+        z.writestr("fra-eng/_about.txt", "about the file\n")
+    out = get("tatoeba-fra-eng", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=_unpinned("tatoeba-fra-eng", server, buf.getvalue()))
+    assert gzip.open(out / "all.fr.gz").read().decode() == "Va !\nQui ?\n"
+    assert (out / "original_about.txt").read_text() == "about the file\n"
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for lang, text in (("en", "Resumption of the session\n\n"), ("it", "Ripresa della sessione\nSì\n")):
+            info = tarfile.TarInfo(f"europarl-v7.it-en.{lang}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    out = get("europarl", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=_unpinned("europarl-it-en", server, buf.getvalue()))
+    assert gzip.open(out / "all.en.gz").read().decode() == "Resumption of the session\n\n"  # pairs as published
+    assert gzip.open(out / "all.it.gz").read().decode() == "Ripresa della sessione\nSì\n"
+
+
+def test_bad_archive_and_bad_columns_name_the_problem(server, tmp_path):
+    with pytest.raises(corpora.DataError, match=r"cmn.txt:2: expected 3 tab-separated columns, found 2"):
+        get("tatoeba-cmn-eng", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+            catalogue=_unpinned("tatoeba-cmn-eng", server, b"a\tb\tc\nd\te\n"))
+    with pytest.raises(corpora.DataError, match="not the expected archive"):
+        get("tatoeba-fra-eng", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+            catalogue=_unpinned("tatoeba-fra-eng", server, b"PK not a zip"))
+    assert not (tmp_path / "tatoeba_cmn_eng").exists() and not (tmp_path / "tatoeba_fra_eng").exists()
+    assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is not present on this machine")
+def test_pinned_catalogue_reproduces_the_development_data(server, tmp_path):
+    """The real pinned hashes and extraction, with the shared copies of the upstream files as mirror."""
+    for name, folder in (("multi30k", "multi30k"), ("wmt14-newstest", "wmt14_en_fr_newstest"),
+                         ("hansards-naacl2003", "hansards_naacl2003_align_gold")):
+        corpus = CATALOGUE[name]
+        for remote in corpus.files:
+            base = remote.url.rsplit("/", 1)[-1]
+            local = {"test.e": "test.en", "test.f": "test.fr", "dev.e": "trial.en", "dev.f": "trial.fr",
+                     "dev.wa.nonullalign": "trial.wa.nonullalign", "README.test": "original_README.test.txt",
+                     "README.training": "original_README.training.txt"}.get(base, base)
+            src = SHARED / folder / local
+            data = src.read_bytes() if src.exists() else gzip.open(str(src) + ".gz").read()  # sgm kept gzipped
+            server.files[remote.path] = data
+        out = get(name, tmp_path, cache=tmp_path / "cache", mirror=server.url, progress=False)
+        for path in (SHARED / folder).iterdir():
+            if path.name == "PROVENANCE.md":
+                continue
+            mine = out / path.name
+            read = (lambda p: gzip.open(p).read()) if path.suffix == ".gz" else (lambda p: p.read_bytes())
+            assert read(mine) == read(path), f"{name}: {path.name} differs from the development copy"
+
+
+def test_cli_data_get_and_list(server, tmp_path, capsys, monkeypatch):
+    assert main(["data", "list"]) == 0
+    assert "multi30k" in capsys.readouterr().out
+    cat = _toy(server, b"one line\n", name="multi30k")
+    monkeypatch.setattr(corpora, "CATALOGUE", cat)
+    assert main(["data", "get", "multi30k", "--dir", str(tmp_path), "--cache", str(tmp_path / "c"),
+                 "--mirror", server.url, "--no-progress"]) == 0
+    assert "verified and written to" in capsys.readouterr().out
+    assert main(["data", "get", "wmt99", "--dir", str(tmp_path)]) == 2
+    assert "unknown corpus 'wmt99'" in capsys.readouterr().err
