@@ -110,6 +110,9 @@ def test_download_verify_extract_and_cache(server, tmp_path):
     get("toy", tmp_path / "again", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
     assert len(server.requests) == 1  # served from the cache
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["toy_corpus"]  # no staging left
+    cached.write_bytes(b"bit rot")  # a damaged cache entry is noticed and fetched again
+    out = get("toy", tmp_path / "third", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    assert (out / "words.txt").read_bytes() == data and len(server.requests) == 2
 
 
 def test_checksum_mismatch_removes_the_bytes_and_writes_nothing(server, tmp_path):

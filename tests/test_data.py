@@ -235,6 +235,23 @@ def test_collate_word_dropout_only_touches_real_source_tokens():
     assert collate(exs, word_dropout=0.5).src.tolist() == collate(exs).src.tolist()
 
 
+def test_target_word_dropout_hides_decoder_inputs_not_what_is_predicted():
+    from rnnsearch.data import Example, drop_words
+
+    exs = [Example([4, 5, 6], list(range(10, 210)), 0)]
+    dropped = drop_words(exs, 0.0, random.Random(1), p_target=0.3)
+    b, plain = collate(dropped), collate(exs)
+    assert b.tgt_out.tolist() == plain.tgt_out.tolist()  # the words to predict are untouched
+    assert b.src.tolist() == plain.src.tolist()
+    assert b.tgt_in[0, 0].item() == BOS
+    hidden = (b.tgt_in[0, 1:] == UNK).float().mean().item()
+    assert 0.2 < hidden < 0.4
+    kept = b.tgt_in[0, 1:] != UNK
+    assert b.tgt_in[0, 1:][kept].tolist() == plain.tgt_in[0, 1:][kept].tolist()
+    # source-only dropout draws the same random numbers as before the option existed
+    assert drop_words(exs, 0.5, random.Random(2))[0].src == drop_words(exs, 0.5, random.Random(2), 0.0)[0].src
+
+
 # --------------------------------------------------------------------------- batching
 
 

@@ -118,3 +118,25 @@ def test_gradients_match_finite_differences(score):
         return out.sum()
 
     assert torch.autograd.gradcheck(loss, tuple(params.values()), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("option", ["dropout_state", "dropout_dec_state"])
+def test_state_dropout_is_training_only_and_keeps_attention_a_distribution(option):
+    plain = tiny_model(seed=3)
+    noisy = tiny_model(seed=3, **{option: 0.5})
+    src, mask = random_batch([6, 4])
+    tgt = teacher_inputs(2, 5)
+    lp_plain, att_plain = plain(src, mask, tgt)
+    lp, att = noisy(src, mask, tgt)  # eval mode: the option changes nothing
+    assert torch.equal(lp, lp_plain) and torch.equal(att, att_plain)
+    noisy.train()
+    torch.manual_seed(0)
+    a = noisy(src, mask, tgt)[0]
+    torch.manual_seed(0)
+    b, att = noisy(src, mask, tgt)
+    torch.manual_seed(1)
+    c = noisy(src, mask, tgt)[0]
+    assert torch.equal(a, b) and not torch.allclose(a, c) and not torch.allclose(a, lp_plain)
+    assert torch.allclose(att.sum(-1), torch.ones(2, 5, dtype=att.dtype)) and (att[1, :, 4:] == 0).all()
+    a.sum().backward()
+    assert all(p.grad is not None for p in noisy.parameters() if p.requires_grad and p.dim() > 1)

@@ -348,6 +348,17 @@ def cmd_data(args) -> None:
     print(f"{args.name}: verified and written to {out}/")
 
 
+def cmd_serve(args) -> None:
+    from .serve import Limits, serve
+
+    limits = Limits(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                    max_sentences=args.max_sentences, max_chars=args.max_chars)
+    if args.beam is not None and not 1 <= args.beam <= limits.max_beam:
+        raise ConfigError(f"serve: --beam must be from 1 to {limits.max_beam}, got {args.beam}")
+    serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
+          lang=args.lang)
+
+
 def _ascii_attention(tr) -> str:
     shades = " .:-=+*#%@"
     rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
@@ -476,6 +487,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retries", type=int, default=2, help="resume an interrupted download this many times")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("serve", help="HTTP API (POST /translate) and the live attention explorer (GET /)")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--beam", type=int, help="default beam size (default: the model's decode.beam)")
+    p.add_argument("--max-batch", type=int, default=32, help="sentences decoded together (1: no batching)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a request waits for a batch to fill")
+    p.add_argument("--max-queue", type=int, default=512, help="queued sentences before answering 503")
+    p.add_argument("--max-sentences", type=int, default=64, help="sentences per request")
+    p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
+    p.add_argument("--lang", default="en", choices=["en", "zh"], help="labels of the live page")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("quickstart", help="train a tiny RNNsearch to reverse sequences (about a minute)")
     p.add_argument("--out", default="rnnsearch-quickstart")

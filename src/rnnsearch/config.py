@@ -80,7 +80,9 @@ class ModelConfig:
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
     dropout_readout: float = 0.0  # on the maxout output t_i
     dropout_state: float = 0.0  # on the encoder's carried recurrent state (one mask per sentence)
+    dropout_dec_state: float = 0.0  # on the decoder's carried state s_{i-1} (one mask per sentence)
     word_dropout: float = 0.0  # source tokens replaced by UNK during training
+    word_dropout_target: float = 0.0  # previous target words fed to the decoder replaced by UNK (training)
 
 
 @dataclass
@@ -249,7 +251,8 @@ def _validate(cfg: Config, source: str) -> None:
     m, t, v, d = cfg.model, cfg.train, cfg.vocab, cfg.decode
     for key in ("emb", "hidden", "align", "maxout"):
         need(getattr(m, key) > 0, f"model.{key}", "must be a positive integer")
-    for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "dropout_state", "word_dropout"):
+    for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "dropout_state", "dropout_dec_state",
+                "word_dropout", "word_dropout_target"):
         need(0.0 <= getattr(m, key) < 1.0, f"model.{key}", "must be in [0, 1)")
     need(v.size >= 8, "vocab.size", "must be at least 8")
     need(0.0 < v.character_coverage <= 1.0, "vocab.character_coverage", "must be in (0, 1]")

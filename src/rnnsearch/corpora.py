@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import logging
 import os
 import re
@@ -278,7 +279,10 @@ def fetch(remote: Remote, cache: Path, mirror: str | None = None, retries: int =
     url = resolve_url(remote, mirror)
     target = cache / "downloads" / urllib.parse.urlsplit(remote.url).netloc / remote.path
     if target.exists():
-        return target
+        if remote.sha256 is None or sha256_file(target) == remote.sha256:
+            return target
+        log.info("%s: cached copy fails its checksum; downloading again", target)
+        target.unlink()
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     for attempt in range(retries + 1):
@@ -306,7 +310,7 @@ def fetch(remote: Remote, cache: Path, mirror: str | None = None, retries: int =
             if e.code == 416 and have:  # nothing left to fetch: the part file is already whole
                 break
             raise DownloadError(f"{url}: HTTP {e.code} {e.reason}") from None
-        except (urllib.error.URLError, OSError, ConnectionError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             got = part.stat().st_size if part.exists() else 0
             reason = getattr(e, "reason", e)
             if attempt == retries:

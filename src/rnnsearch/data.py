@@ -80,6 +80,7 @@ class Example:
     src: list[int]
     tgt: list[int]
     index: int  # line number - 1 in the original files
+    tgt_in: Optional[list[int]] = None  # decoder inputs y_{i-1} when they differ from tgt (target word dropout)
 
 
 class ParallelData:
@@ -150,16 +151,22 @@ def pad(seqs: list[list[int]], value: int = PAD) -> torch.Tensor:
     return out
 
 
-def drop_words(examples: list[Example], p: float, rng: random.Random) -> list[Example]:
-    """Source word dropout: each source token becomes <unk> with probability p."""
-    return [Example([UNK if rng.random() < p else w for w in e.src], e.tgt, e.index) for e in examples]
+def drop_words(examples: list[Example], p: float, rng: random.Random, p_target: float = 0.0) -> list[Example]:
+    """Word dropout: each source token becomes <unk> with probability p; with `p_target`, each
+    previous target word fed to the decoder (not the word it must predict) likewise."""
+    out = []
+    for e in examples:
+        src = [UNK if rng.random() < p else w for w in e.src] if p > 0 else e.src
+        tgt_in = [UNK if rng.random() < p_target else w for w in e.tgt] if p_target > 0 else e.tgt_in
+        out.append(Example(src, e.tgt, e.index, tgt_in))
+    return out
 
 
 def collate(examples: list[Example], word_dropout: float = 0.0, rng: Optional[random.Random] = None) -> Batch:
     if word_dropout > 0 and rng is not None:
         examples = drop_words(examples, word_dropout, rng)
     src = pad([e.src for e in examples])
-    tgt_in = pad([[BOS] + e.tgt for e in examples])
+    tgt_in = pad([[BOS] + (e.tgt if e.tgt_in is None else e.tgt_in) for e in examples])
     tgt_out = pad([e.tgt + [EOS] for e in examples])
     return Batch(src, src != PAD, tgt_in, tgt_out, [e.index for e in examples])
 

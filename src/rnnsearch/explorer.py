@@ -21,12 +21,16 @@ LABELS = {
            "hint": "Click or hover a translated word to see where its attention falls; click a source word "
                    "to see which translated words attend to it. Keys: ← → sentences, Tab/Enter words.",
            "weights": "attention weights", "heatmap": "heat map (rows: translation, columns: source)",
-           "attends": "attends to", "attended": "is attended by"},
+           "attends": "attends to", "attended": "is attended by",
+           "placeholder": "Type or paste sentences, one a line", "translate": "translate", "beam": "beam",
+           "working": "translating…", "empty": "Translate something to see its attention."},
     "zh": {"title": "rnnsearch — 注意力浏览器", "source": "原文", "target": "译文", "sentence": "句子",
            "prev": "◀ 上一句", "next": "下一句 ▶",
            "hint": "点击或悬停译文中的词，查看它的注意力落在原文哪些词上；点击原文词，查看哪些译文词在看它。"
                    "键盘：← → 切换句子，Tab/回车 选择词。",
-           "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）", "attends": "注意", "attended": "被注意"},
+           "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）", "attends": "注意", "attended": "被注意",
+           "placeholder": "输入或粘贴句子，每行一句", "translate": "翻译", "beam": "束宽",
+           "working": "翻译中…", "empty": "翻译一句话，看它的注意力。"},
 }
 
 _PAGE = """<!DOCTYPE html>
@@ -58,11 +62,16 @@ table.heat th.col { writing-mode: vertical-rl; height: auto; padding: 0.2rem 0; 
 table.heat th.rowh { text-align: right; padding-right: 0.4rem; font-weight: normal; width: auto; }
 table.heat td.sel { outline: 2px solid #1a73e8; }
 #detail { font-size: 0.9rem; color: #333; min-height: 1.5em; }
+#live { display: flex; flex-wrap: wrap; gap: 0.6rem; align-items: flex-end; margin: 1rem 0; }
+#live textarea { flex: 1 1 30rem; font: inherit; font-size: 1rem; padding: 0.4rem; }
+#live input { width: 3.5rem; font: inherit; }
+#status { color: #a00; font-size: 0.9rem; }
 </style>
 </head>
 <body>
 <h1>__TITLE__</h1>
 <p class="hint">__HINT__</p>
+__LIVE__
 <nav>
   <button id="prev" type="button">__PREV__</button>
   <span id="counter" aria-live="polite"></span>
@@ -105,6 +114,11 @@ table.heat td.sel { outline: 2px solid #1a73e8; }
     return b;
   }
   function render() {
+    if (!DATA.length) {  // live page before the first translation
+      $("counter").textContent = L.empty; $("prev").disabled = true; $("next").disabled = true;
+      $("source").innerHTML = ""; $("target").innerHTML = ""; $("heat").innerHTML = ""; $("detail").textContent = "";
+      return;
+    }
     var d = DATA[cur];
     $("counter").textContent = L.sentence + " " + (cur + 1) + " / " + DATA.length;
     $("prev").disabled = cur === 0; $("next").disabled = cur === DATA.length - 1;
@@ -165,10 +179,12 @@ table.heat td.sel { outline: 2px solid #1a73e8; }
     if (e.key === "ArrowLeft") { go(cur - 1); e.preventDefault(); }
     else if (e.key === "ArrowRight") { go(cur + 1); e.preventDefault(); }
   });
-  window.rnnsearchExplorer = {go: go, select: select, data: DATA};
+  function load(records) { DATA = records; cur = 0; render(); }
+  window.rnnsearchExplorer = {go: go, select: select, load: load, data: function () { return DATA; }};
   render();
 })();
 </script>
+__LIVE_SCRIPT__
 </body>
 </html>
 """
@@ -211,6 +227,39 @@ def embedded_cjk_font(text: str) -> str:
             f"src: url(data:font/otf;base64,{data}) format(\"opentype\"); }}")
 
 
+_LIVE_FORM = """<form id="live">
+  <textarea id="input" rows="3" aria-label="__PLACEHOLDER__" placeholder="__PLACEHOLDER__"></textarea>
+  <label>__BEAM__ <input id="beam" type="number" min="1" max="32" value="__DEFAULT_BEAM__"></label>
+  <button id="go" type="submit">__TRANSLATE__</button>
+  <span id="status" aria-live="polite"></span>
+</form>"""
+
+# The live page: the same component, fed by POST translate (relative URL, so it works behind a prefix).
+_LIVE_SCRIPT = """<script>
+(function () {
+  "use strict";
+  var L = __LABELS__;
+  var status = document.getElementById("status");
+  document.getElementById("live").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var texts = document.getElementById("input").value.split("\\n").filter(function (t) { return t.trim(); });
+    if (!texts.length) { return; }
+    status.textContent = L.working;
+    var body = {texts: texts, beam: +document.getElementById("beam").value, attention: true};
+    fetch("translate", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)})
+      .then(function (r) { return r.json().then(function (j) { return {ok: r.ok, j: j}; }); })
+      .then(function (res) {
+        if (!res.ok) { status.textContent = res.j.error + (res.j.field ? " (" + res.j.field + ")" : ""); return; }
+        status.textContent = "";
+        window.rnnsearchExplorer.load(res.j.translations.map(function (t) { return t.attention; })
+          .filter(function (a) { return a && a.target.length; }));
+      })
+      .catch(function (err) { status.textContent = String(err); });
+  });
+})();
+</script>"""
+
+
 def _valid(record: dict, k: int) -> dict:
     src, tgt, w = record.get("source"), record.get("target"), record.get("weights")
     if not isinstance(src, list) or not isinstance(tgt, list) or not isinstance(w, list):
@@ -221,24 +270,34 @@ def _valid(record: dict, k: int) -> dict:
             "weights": [[round(float(x), 4) for x in row] for row in w]}
 
 
-def explorer_html(records: list[dict], lang: str = "en") -> str:
-    """The page for these attention records (empty records are skipped)."""
+def explorer_html(records: list[dict], lang: str = "en", live: bool = False, font_text: str = "",
+                  default_beam: int = 5) -> str:
+    """The page for these attention records (empty records are skipped).
+
+    `live`: the page served by ``rnnsearch serve`` — a form above the same component sends the
+    sentences to ``POST translate`` and shows the answer; `font_text` lists the characters it
+    may need (the model's vocabularies), for the embedded CJK font.
+    """
     if lang not in LABELS:
         raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LABELS)})")
     data = [_valid(r, k) for k, r in enumerate(records) if r and r.get("target")]
-    if not data:
+    if not data and not live:
         raise ValueError("no sentence with attention to show")
     labels = LABELS[lang]
     # JSON inside <script>: escape "</" so a token like "</s>" cannot close the tag.
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
-    page = _PAGE
+    label_json = json.dumps(labels, ensure_ascii=False).replace("</", "<\\/")
+    page = _PAGE.replace("__LIVE__", _LIVE_FORM if live else "")
+    page = page.replace("__LIVE_SCRIPT__", _LIVE_SCRIPT if live else "")
     for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]), ("__PREV__", labels["prev"]),
                        ("__NEXT__", labels["next"]), ("__SOURCE__", labels["source"]),
-                       ("__TARGET__", labels["target"]), ("__HEATMAP__", labels["heatmap"])):
+                       ("__TARGET__", labels["target"]), ("__HEATMAP__", labels["heatmap"]),
+                       ("__PLACEHOLDER__", labels["placeholder"]), ("__BEAM__", labels["beam"]),
+                       ("__TRANSLATE__", labels["translate"]), ("__DEFAULT_BEAM__", str(int(default_beam)))):
         page = page.replace(key, html.escape(value))
     page = page.replace("__LANG__", "zh-CN" if lang == "zh" else "en")
-    page = page.replace("__FONTFACE__", embedded_cjk_font(payload + json.dumps(labels, ensure_ascii=False)))
-    page = page.replace("__LABELS__", json.dumps(labels, ensure_ascii=False).replace("</", "<\\/"))
+    page = page.replace("__FONTFACE__", embedded_cjk_font(payload + font_text + json.dumps(labels, ensure_ascii=False)))
+    page = page.replace("__LABELS__", label_json)
     return page.replace("__DATA__", payload)
 
 

@@ -138,8 +138,14 @@ class RNNsearch(nn.Module):
         if enc.context is not None:
             x_proj = x_proj + self.C(enc.context).unsqueeze(1)
         s, read_states, contexts, alphas = enc.state, [], [], []
+        drop = None  # dropout_dec_state: one mask per sentence on the decoder's carried state
+        if self.training and self.cfg.dropout_dec_state > 0:
+            keep = 1.0 - self.cfg.dropout_dec_state
+            drop = torch.bernoulli(s.new_full(s.shape, keep)) / keep
         # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
         for x_i in x_proj.unbind(1):
+            if drop is not None:
+                s = s * drop
             if enc.context is None:
                 c, alpha = self.attend(enc, s)  # from s_{i-1}
                 s_new = self.decoder.cell(x_i + self.C(c), s)

@@ -254,8 +254,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
         for pos in range(state["position"], len(batches)):
             rng = random.Random(t.seed * 1_000_003 + epoch * 100_003 + pos)  # resumable word dropout
             examples = [train_data.examples[i] for i in batches[pos]]
-            if cfg.model.word_dropout > 0:
-                examples = drop_words(examples, cfg.model.word_dropout, rng)
+            if cfg.model.word_dropout > 0 or cfg.model.word_dropout_target > 0:
+                examples = drop_words(examples, cfg.model.word_dropout, rng, cfg.model.word_dropout_target)
             n_tok = sum(len(e.tgt) + 1 for e in examples)  # the global batch's tokens, on the CPU: no sync
             mine, real = distributed.shard(examples, ctx)
             batch = collate(mine).to(device)

@@ -1,0 +1,316 @@
+"""``rnnsearch serve``: a translation server over HTTP (Starlette on uvicorn).
+
+    POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention"
+    GET  /            the attention explorer as a live page (type, translate, click words)
+    GET  /health      liveness and queue length
+    GET  /info        model configuration, vocabulary sizes, parameters, limits
+
+Requests are validated before they reach the model (a 4xx JSON error names the field).
+Sentences of concurrent requests are decoded together: a request waits at most
+``max_wait_ms`` for others to join its batch, decoding runs in a worker thread off the event
+loop, and a bounded queue answers 503 with Retry-After instead of piling up memory. A
+sentence's translation does not depend on which others share its batch, so the answers
+equal those of ``rnnsearch translate``. No endpoint reads or writes a file named by a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+log = logging.getLogger("rnnsearch")
+
+FIELDS = ("text", "texts", "beam", "n_best", "attention")
+
+
+@dataclass
+class Limits:
+    max_sentences: int = 64  # per request
+    max_chars: int = 2000  # per sentence
+    max_body: int = 1 << 20  # bytes
+    max_beam: int = 32
+    max_batch: int = 32  # sentences decoded together
+    max_wait_ms: float = 5.0  # how long a request waits for others to join its batch
+    max_queue: int = 512  # sentences waiting or decoding; beyond, 503
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+@dataclass
+class Query:
+    texts: list[str]
+    beam: int
+    n_best: int
+    attention: bool
+    single: bool  # {"text": ...} rather than {"texts": [...]}
+
+
+def _integer(body: dict, key: str, default: int, low: int, high: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(422, f"{key} must be an integer from {low} to {high}", key)
+    if not low <= value <= high:
+        raise RequestError(422, f"{key} must be from {low} to {high}, got {value}", key)
+    return value
+
+
+def _sentence(value, name: str, limits: Limits) -> str:
+    if not isinstance(value, str):
+        raise RequestError(422, f"{name} must be a string, got {type(value).__name__}", name)
+    if not value.strip():
+        raise RequestError(422, f"{name} is empty", name)
+    if len(value) > limits.max_chars:
+        raise RequestError(422, f"{name} has {len(value):,} characters; the limit is {limits.max_chars:,}", name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestError(422, f"{name} is not valid Unicode (an unpaired surrogate)", name) from None
+    return value
+
+
+def parse_request(raw: bytes, limits: Limits, default_beam: int) -> Query:
+    """Validate a /translate body; raises RequestError naming the field at fault."""
+    if len(raw) > limits.max_body:
+        raise RequestError(413, f"request body over {limits.max_body:,} bytes")
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RequestError(400, "request body is not UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(body, dict):
+        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(FIELDS))
+    if unknown:
+        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})", unknown[0])
+    if ("text" in body) == ("texts" in body):
+        raise RequestError(422, "give exactly one of 'text' (a string) or 'texts' (a list of strings)",
+                           "text" if "text" in body else None)
+    if "text" in body:
+        texts, single = [_sentence(body["text"], "text", limits)], True
+    else:
+        items = body["texts"]
+        if not isinstance(items, list):
+            raise RequestError(422, f"texts must be a list of strings, got {type(items).__name__}", "texts")
+        if not items:
+            raise RequestError(422, "texts is empty", "texts")
+        if len(items) > limits.max_sentences:
+            raise RequestError(422, f"texts has {len(items)} sentences; the limit is {limits.max_sentences}",
+                               "texts")
+        texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
+    beam = _integer(body, "beam", default_beam, 1, limits.max_beam)
+    n_best = _integer(body, "n_best", 1, 1, beam)
+    attention = body.get("attention", False)
+    if not isinstance(attention, bool):
+        raise RequestError(422, "attention must be true or false", "attention")
+    return Query(texts, beam, n_best, attention, single)
+
+
+@dataclass
+class _Job:
+    query: Query
+    future: asyncio.Future
+    params: tuple = field(init=False)
+
+    def __post_init__(self):
+        self.params = (self.query.beam, self.query.n_best, self.query.attention)
+
+
+class QueueFull(Exception):
+    pass
+
+
+class Batcher:
+    """Collects the sentences of concurrent requests into batches for one decoding thread."""
+
+    def __init__(self, translate, limits: Limits):
+        self.translate, self.limits = translate, limits
+        self.queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self.pending = 0  # sentences queued or being decoded
+        self.batches = 0
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rnnsearch-decode")
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    async def submit(self, query: Query) -> list:
+        n = len(query.texts)
+        if self.pending + n > self.limits.max_queue:
+            raise QueueFull
+        self.pending += n
+        job = _Job(query, asyncio.get_running_loop().create_future())
+        self.queue.put_nowait(job)
+        return await job.future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = [await self.queue.get()]
+            size = len(jobs[0].query.texts)
+            deadline = loop.time() + self.limits.max_wait_ms / 1000
+            while size < self.limits.max_batch:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(self.queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                jobs.append(job)
+                size += len(job.query.texts)
+            groups: dict[tuple, list[_Job]] = {}
+            for job in jobs:
+                groups.setdefault(job.params, []).append(job)
+            for (beam, n_best, attention), group in groups.items():
+                live = [j for j in group if not j.future.done()]  # a client that left is not decoded
+                texts = [t for j in live for t in j.query.texts]
+                try:
+                    results = await loop.run_in_executor(
+                        self.executor, lambda: self.translate(texts, beam=beam, n_best=n_best, attention=attention,
+                                                              batch_size=self.limits.max_batch)) if texts else []
+                    self.batches += 1
+                except Exception as e:  # noqa: BLE001 — one bad batch must not stop the server
+                    log.exception("decoding failed")
+                    for j in live:
+                        if not j.future.done():
+                            j.future.set_exception(e)
+                else:
+                    k = 0
+                    for j in live:
+                        if not j.future.done():
+                            j.future.set_result(results[k:k + len(j.query.texts)])
+                        k += len(j.query.texts)
+                finally:
+                    self.pending -= sum(len(j.query.texts) for j in group)
+
+
+def _translation_json(result, query: Query) -> dict:
+    best = result[0] if query.n_best > 1 else result
+    out = {"text": best.text, "score": round(best.score, 6), "tokens": best.tokens}
+    if query.n_best > 1:
+        out["n_best"] = [{"text": t.text, "score": round(t.score, 6)} for t in result]
+    if query.attention:
+        out["attention"] = best.attention_json()
+    return out
+
+
+def create_app(translator, limits: Limits | None = None, beam: int | None = None, lang: str = "en"):
+    """The Starlette application around a loaded ``Translator``."""
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
+
+    from .explorer import explorer_html
+
+    limits = limits or Limits()
+    default_beam = beam if beam is not None else translator.cfg.decode.beam
+    if not 1 <= default_beam <= limits.max_beam:
+        raise ValueError(f"beam must be from 1 to {limits.max_beam}, got {default_beam}")
+    batcher = Batcher(translator.translate, limits)
+    vocab_text = "".join(translator.tgt_tok.pieces(range(len(translator.tgt_tok))))
+    vocab_text += "".join(translator.src_tok.pieces(range(len(translator.src_tok))))
+    cjk = "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
+    page = explorer_html([], lang=lang, live=True, font_text=cjk, default_beam=default_beam)
+    info = {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
+            "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
+                      "target": len(translator.tgt_tok)},
+            "parameters": translator.model.num_parameters(), "device": str(translator.device),
+            "decode": {"beam": default_beam, "alpha": translator.cfg.decode.alpha,
+                       "max_len_ratio": translator.cfg.decode.max_len_ratio},
+            "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
+
+    def error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
+        return JSONResponse({"error": message, "field": field}, status_code=status, headers=headers)
+
+    async def translate(request):
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_body:
+            return error(413, f"request body over {limits.max_body:,} bytes")
+        raw = bytearray()
+        try:
+            async for chunk in request.stream():  # read with a cap, also without Content-Length
+                raw += chunk
+                if len(raw) > limits.max_body:
+                    return error(413, f"request body over {limits.max_body:,} bytes")
+        except ClientDisconnect:
+            return error(400, "client disconnected")
+        try:
+            query = parse_request(bytes(raw), limits, default_beam)
+        except RequestError as e:
+            return error(e.status, e.message, e.field)
+        try:
+            results = await batcher.submit(query)
+        except QueueFull:
+            retry = max(1, math.ceil(batcher.pending / max(limits.max_batch, 1) * 0.05))
+            return error(503, f"server busy: {batcher.pending} sentences queued (limit {limits.max_queue})",
+                         headers={"Retry-After": str(retry)})
+        items = [_translation_json(r, query) for r in results]
+        body = {"translation": items[0]} if query.single else {}
+        body["translations"] = items
+        return JSONResponse(body)
+
+    async def health(request):
+        return JSONResponse({"status": "ok", "queued_sentences": batcher.pending, "batches": batcher.batches})
+
+    async def get_info(request):
+        return JSONResponse(info)
+
+    async def index(request):
+        return HTMLResponse(page)
+
+    async def http_error(request, exc: HTTPException):
+        return error(exc.status_code, exc.detail)
+
+    async def server_error(request, exc: Exception):
+        log.exception("request failed")
+        return error(500, f"internal error: {type(exc).__name__}")
+
+    @asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = Starlette(routes=[Route("/translate", translate, methods=["POST"]), Route("/health", health),
+                            Route("/info", get_info), Route("/", index)],
+                    exception_handlers={HTTPException: http_error, Exception: server_error}, lifespan=lifespan)
+    app.state.batcher = batcher
+    return app
+
+
+def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
+          device: str = "auto", limits: Limits | None = None, lang: str = "en") -> None:
+    try:
+        import uvicorn
+    except ImportError:
+        from .io import DataError
+
+        raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
+    from .translate import load
+
+    translator = load(model_dir, device=device)
+    app = create_app(translator, limits, beam, lang)
+    log.info("serving %s on http://%s:%d/ (explorer at /, API at POST /translate)", model_dir, host, port)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,247 @@
+"""`rnnsearch serve`: a real uvicorn server on a free loopback port, started and stopped by each test."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("starlette", reason="serve needs starlette (pip install -e '.[test]')")
+uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
+
+from rnnsearch.serve import Limits, create_app  # noqa: E402
+from rnnsearch.translate import load  # noqa: E402
+
+
+class LiveServer:
+    def __init__(self, app):
+        self.app = app
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            assert time.time() < deadline, "server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+    def request(self, path: str, body=None, method: str | None = None, raw: bytes | None = None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, dict(r.headers), json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), json.loads(e.read() or b"null")
+
+
+@pytest.fixture(scope="module")
+def translator(reverse_model):
+    return load(reverse_model, device="cpu")
+
+
+@pytest.fixture
+def live(translator):
+    with LiveServer(create_app(translator, Limits(max_wait_ms=30, max_sentences=8, max_chars=200))) as s:
+        yield s
+
+
+class Slow:
+    """The real translator, slowed down (or failing on 'boom') to exercise the queue and errors."""
+
+    def __init__(self, inner, delay: float):
+        self.inner, self.delay = inner, delay
+        self.cfg, self.model, self.device = inner.cfg, inner.model, inner.device
+        self.src_tok, self.tgt_tok = inner.src_tok, inner.tgt_tok
+
+    def translate(self, texts, **kw):
+        if any("boom" in t for t in texts):
+            raise RuntimeError("decoder exploded")
+        time.sleep(self.delay)
+        return self.inner.translate(texts, **kw)
+
+
+def test_health_and_info(live, translator):
+    status, _, body = live.request("/health")
+    assert status == 200 and body["status"] == "ok" and body["queued_sentences"] == 0
+    status, _, info = live.request("/info")
+    assert status == 200
+    assert info["vocab"] == {"kind": "word", "source": len(translator.src_tok), "target": len(translator.tgt_tok)}
+    assert info["parameters"] == translator.model.num_parameters() and info["arch"] == "rnnsearch"
+    assert info["decode"]["beam"] == translator.cfg.decode.beam and info["limits"]["max_sentences"] == 8
+
+
+def test_translations_equal_those_of_rnnsearch_translate(live, translator):
+    sentences = ["w1 w2 w3", "w5 w6 w7 w8", "w9 w4"]
+    expected = translator.translate(sentences, beam=3, attention=False)
+    status, _, body = live.request("/translate", {"texts": sentences, "beam": 3})
+    assert status == 200
+    assert [t["text"] for t in body["translations"]] == [e.text for e in expected]
+    assert [t["score"] for t in body["translations"]] == pytest.approx([e.score for e in expected], abs=1e-5)
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3", "beam": 3})
+    assert status == 200 and body["translation"]["text"] == expected[0].text == "w3 w2 w1"
+    assert "attention" not in body["translation"]
+
+
+def test_concurrent_requests_are_batched_with_unchanged_results(live, translator):
+    sentences = [" ".join(f"w{(i + k) % 9 + 1}" for k in range(3 + i % 4)) for i in range(16)]
+    expected = [t.text for t in translator.translate(sentences, beam=3, attention=False)]
+    batches_before = live.app.state.batcher.batches
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda s: live.request("/translate", {"text": s, "beam": 3}), sentences))
+    assert [a[0] for a in answers] == [200] * 16
+    assert [a[2]["translation"]["text"] for a in answers] == expected
+    assert live.app.state.batcher.batches - batches_before < 16  # requests shared batches
+
+
+def test_attention_and_n_best(live, translator):
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "beam": 4, "n_best": 3, "attention": True})
+    assert status == 200
+    t = body["translation"]
+    assert len(t["n_best"]) == 3 and t["n_best"][0]["text"] == t["text"]
+    assert t["n_best"][0]["score"] >= t["n_best"][1]["score"] >= t["n_best"][2]["score"]
+    att = t["attention"]
+    assert att["source"] == ["w1", "w2", "w3", "w4"] and att["target"] == t["tokens"] + ["</s>"]
+    assert len(att["weights"]) == len(att["target"])
+    assert all(abs(sum(row) - 1) < 1e-4 and len(row) == 4 for row in att["weights"])
+    forced = translator.translate(["w1 w2 w3 w4"], beam=4)[0]
+    assert att == forced.attention_json()
+
+
+BAD = [
+    (b"{not json", 400, None, "malformed JSON"),
+    (b"\xff\xfe", 400, None, "not UTF-8"),
+    (b"[1, 2]", 422, None, "expected a JSON object"),
+    (b"{}", 422, None, "exactly one of"),
+    (b'{"text": "w1", "texts": ["w2"]}', 422, "text", "exactly one of"),
+    (b'{"text": 5}', 422, "text", "must be a string, got int"),
+    (b'{"text": null}', 422, "text", "must be a string"),
+    (b'{"text": "   "}', 422, "text", "is empty"),
+    (b'{"texts": "w1 w2"}', 422, "texts", "must be a list"),
+    (b'{"texts": []}', 422, "texts", "texts is empty"),
+    (b'{"texts": ["w1", 7]}', 422, "texts[1]", "must be a string"),
+    (b'{"texts": ["w1", ""]}', 422, "texts[1]", "is empty"),
+    (json.dumps({"texts": ["w1"] * 9}).encode(), 422, "texts", "limit is 8"),
+    (json.dumps({"text": "w1 " * 100}).encode(), 422, "text", "the limit is 200"),
+    (b'{"text": "w1", "beam": 0}', 422, "beam", "from 1 to 32, got 0"),
+    (b'{"text": "w1", "beam": 33}', 422, "beam", "from 1 to 32, got 33"),
+    (b'{"text": "w1", "beam": "5"}', 422, "beam", "must be an integer"),
+    (b'{"text": "w1", "beam": true}', 422, "beam", "must be an integer"),
+    (b'{"text": "w1", "beam": 2.5}', 422, "beam", "must be an integer"),
+    (b'{"text": "w1", "beam": 2, "n_best": 3}', 422, "n_best", "from 1 to 2, got 3"),
+    (b'{"text": "w1", "attention": "yes"}', 422, "attention", "true or false"),
+    (b'{"text": "w1", "beams": 5}', 422, "beams", "unknown field 'beams'"),
+    (b'{"text": "\\ud800 w1"}', 422, "text", "unpaired surrogate"),
+]
+
+
+@pytest.mark.parametrize("raw, status, field, message", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_requests_get_a_json_error_naming_the_field(live, raw, status, field, message):
+    got, _, body = live.request("/translate", raw=raw)
+    assert got == status, body
+    assert body["field"] == field and message in body["error"]
+
+
+def test_huge_bodies_are_refused_with_or_without_content_length(live):
+    with socket.create_connection(("127.0.0.1", live.port), timeout=30) as sock:  # refused before it is sent
+        sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 5000000\r\n\r\n" + b'{"text": "' + b"w1 " * 1000)
+        answer = b""
+        while b"}" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+        answer = answer.decode()
+    assert answer.startswith("HTTP/1.1 413") and "over 1,048,576 bytes" in answer
+    conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+    chunks = (b"x" * 65536 for _ in range(40))  # 2.5 MB, chunked: no Content-Length to trust
+    conn.request("POST", "/translate", body=chunks, encode_chunked=True,
+                 headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 413
+    conn.close()
+    assert live.request("/health")[0] == 200
+
+
+def test_unicode_edge_cases_are_translated(live):
+    texts = ["w1 🐈 w2", "مرحبا w3", "w4 e\u0301\u0301", "w5\x00w6", "\u202ew7 w8\u202c", "\x00"]
+    status, _, body = live.request("/translate", {"texts": texts, "attention": True})
+    assert status == 200 and len(body["translations"]) == len(texts)
+    assert body["translations"][-1]["text"] == ""  # nothing left after cleaning: an empty translation
+
+
+def test_routes_and_methods(live):
+    status, _, body = live.request("/translate", method="GET")
+    assert status == 405 and body["field"] is None
+    status, _, body = live.request("/nope")
+    assert status == 404 and "error" in body
+    with urllib.request.urlopen(live.url + "/", timeout=30) as r:
+        page = r.read().decode()
+    assert r.status == 200 and 'id="live"' in page and "rnnsearchExplorer" in page
+
+
+def test_full_queue_answers_503_with_retry_after(translator):
+    limits = Limits(max_queue=2, max_batch=1, max_wait_ms=0)
+    with LiveServer(create_app(Slow(translator, 0.4), limits)) as live:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda k: live.request("/translate", {"text": f"w{k + 1} w2"}), range(8)))
+        statuses = sorted(a[0] for a in answers)
+        assert statuses.count(200) >= 2 and statuses.count(503) >= 1 and set(statuses) <= {200, 503}
+        busy = next(a for a in answers if a[0] == 503)
+        assert int(busy[1]["Retry-After"]) >= 1 and "server busy" in busy[2]["error"]
+        deadline = time.time() + 10
+        while live.request("/health")[2]["queued_sentences"]:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        assert live.request("/translate", {"text": "w1 w2"})[0] == 200
+
+
+def test_a_failing_batch_is_a_500_and_the_server_lives_on(translator):
+    with LiveServer(create_app(Slow(translator, 0.0), Limits(max_wait_ms=0))) as live:
+        status, _, body = live.request("/translate", {"text": "boom w1"})
+        assert status == 500 and "RuntimeError" in body["error"]
+        status, _, body = live.request("/translate", {"text": "w1 w2"})
+        assert status == 200 and body["translation"]["text"] == "w2 w1"
+
+
+def test_live_page_in_a_browser(live):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
+    expected = live.request("/translate", {"text": "w1 w2 w3", "attention": True})[2]["translation"]["attention"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(live.url + "/")
+        page.fill("#input", "w1 w2 w3")
+        page.click("#go")
+        page.wait_for_selector('.tok[data-side="target"]')
+        assert page.locator('.tok[data-side="source"]').all_inner_texts() == ["w1", "w2", "w3"]
+        page.locator('.tok[data-side="target"][data-index="0"]').click()  # "w3"
+        shown = page.locator('.tok[data-side="source"]').evaluate_all(
+            "els => els.map(e => parseFloat(e.dataset.weight))")
+        assert shown == pytest.approx(expected["weights"][0], abs=0.006)
+        darkest = max(range(3), key=lambda j: expected["weights"][0][j])
+        assert f"“{expected['source'][darkest]}”" in page.locator("#detail").inner_text()
+        page.fill("#input", "w1 " * 150)  # over the server's 200-character limit: the error is shown
+        page.click("#go")
+        page.wait_for_function("document.getElementById('status').textContent.includes('limit')")
+        browser.close()
