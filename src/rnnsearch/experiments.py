@@ -33,25 +33,29 @@ SIZE = {"emb": 128, "hidden": 128, "align": 128, "maxout": 128}
 
 
 def _systems(name: str) -> dict[str, dict]:
-    """Model name -> config overrides (on top of the shared base) for each experiment."""
+    """Model name -> what sets it apart: architecture, score function, max_len, reversed source.
+
+    Every system names all four, so equal models of different experiments have equal
+    definitions and share one trained model.
+    """
+    def system(arch: str, max_len: int = 50, reverse: bool = False, score: str = "additive") -> dict:
+        return {"model": {"arch": arch, "score": score}, "data": {"max_len": max_len, "reverse_source": reverse}}
+
     if name == "length-curve":
-        return {f"{arch}-{n}": {"model": {"arch": arch.lower()}, "data": {"max_len": n}}
-                for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
+        return {f"{arch}-{n}": system(arch.lower(), max_len=n) for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
     if name == "reverse":
-        return {f"{arch}{' reversed' if rev else ''}": {"model": {"arch": arch.lower()},
-                                                         "data": {"max_len": 50, "reverse_source": rev}}
+        return {f"{arch}{' reversed' if rev else ''}": system(arch.lower(), reverse=rev)
                 for arch in ("RNNencdec", "RNNsearch") for rev in (False, True)}
-    return {score: {"model": {"score": score}, "data": {"max_len": 50}}
-            for score in ("additive", "dot", "general", "scaled_dot")}
+    return {score: system("rnnsearch", score=score) for score in ("additive", "dot", "general", "scaled_dot")}
 
 
 def _model_name(raw: dict) -> str:
-    """A pool directory name: readable, plus a hash of the whole config, so equal configs share a model."""
+    """A pool directory name: readable, plus a hash of the experiment's own settings for it (not
+    of the library's defaults, so a new config option does not orphan trained models)."""
     import hashlib
 
-    full = config_from_dict(dict(raw, model_dir=""), source="experiment").to_dict()  # defaults filled in
-    key = hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:8]
-    m, d = full["model"], full["data"]
+    key = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:8]
+    m, d = raw["model"], raw["data"]
     parts = [m["arch"], str(d["max_len"])] + (["reversed"] if d["reverse_source"] else [])
     if m["arch"] == "rnnsearch":
         parts.append(m["score"])
