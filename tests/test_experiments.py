@@ -24,7 +24,9 @@ def test_experiment_at_a_toy_budget(tmp_path, name):
         assert [s["config"]["data"]["reverse_source"] for s in r["systems"]] == [False, True, False, True]
     if name == "scores":
         assert all("attention_entropy" in s for s in r["systems"])
-        assert "attention entropy" in (tmp_path / name / "results.md").read_text()
+        table = (tmp_path / name / "results.md").read_text().splitlines()
+        assert "attention entropy" in table[2]
+        assert all(row.count("|") == table[2].count("|") for row in table[3:])  # a value in every row
     # a second run reuses the finished models: nothing is trained again
     stamps = {p: p.stat().st_mtime for p in tmp_path.glob("models/*/model.safetensors")}
     run_experiment(name, corpus="synthetic", minutes=0.02, out_dir=tmp_path, train_sentences=200, seed=3,

@@ -184,7 +184,7 @@ def results_markdown(r: dict) -> str:
         cells = [s["label"], f"{s['bleu']:.2f}", f"{s['chrf']:.2f}"]
         cells += ["–" if b["bleu"] is None else f"{b['bleu']:.1f} ({b['sentences']})" for b in s["by_length"]]
         cells += [f"{s['train_tok_per_s']:.0f}", f"{s['decode_sent_per_s']:.0f}"]
-        if "attention_entropy" in head:
+        if "attention entropy" in head:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")
     sig = r["systems"][0].get("bleu_signature", "")
