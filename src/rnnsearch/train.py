@@ -216,7 +216,10 @@ def train(cfg: Config, resume: bool = False) -> Path:
             group["lr"] = state["lr"]
         if not ctx.main:
             return
-        record.update(kind=tag, lr=state["lr"], best=state["best"])
+        best = state["best"]  # kept as "higher is better": a loss is stored negated
+        if best is not None and t.valid_metric == "loss":
+            best = -best
+        record.update(kind=tag, lr=state["lr"], best=best)
         metrics.write(record)
         meta = {"step": str(state["step"])}
         if improved:
