@@ -100,4 +100,5 @@ def weight_checksums(model: torch.nn.Module, ctx: Context) -> list[float]:
 
 def cleanup(ctx: Context) -> None:
     if ctx.enabled and dist.is_initialized():
+        dist.barrier()  # no rank tears down gloo/NCCL while another is still inside a collective
         dist.destroy_process_group()
