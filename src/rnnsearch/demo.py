@@ -36,7 +36,7 @@ DEMO_SETTINGS = {
         "dropout_emb": 0.2, "dropout_hidden": 0.3, "dropout_readout": 0.2,
         "word_dropout": 0.3,  # hide source words so context cannot stand in for them
         "dropout_state": 0.4,  # noisy memory: a word is read best where it stands
-        "word_dropout_target": 0.2,  # hide the previous Chinese word: 个 no longer gives away 苹果, so look
+        "word_dropout_target": 0.25,  # hide the previous Chinese word: 个 no longer gives away 苹果, so look
     },
     "vocab": {"kind": "word", "size": 1000, "joint": False},
     "train": {"optimizer": "adam", "lr": 0.003, "batch_size": 64, "batching": "bucket",
