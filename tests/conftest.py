@@ -37,6 +37,18 @@ def random_batch(lengths, vocab=17, seed=0):
     return src, src != PAD
 
 
+def browser_or_skip():
+    """Playwright's sync API and the path of Debian's chromium, or skip the browser test saying what is missing."""
+    import shutil
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("no chromium on this machine: the browser tests drive Debian's chromium "
+                    "(apt-get install chromium; .ci/run installs it)")
+    return sync_api, path
+
+
 @pytest.fixture
 def shared_data():
     if not SHARED_DATA.exists():

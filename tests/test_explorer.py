@@ -1,10 +1,10 @@
 """The alignment explorer page, checked in a real headless browser (Debian chromium + Playwright)."""
 
-import shutil
-
 import pytest
 
 from rnnsearch.explorer import explorer_html, write_explorer
+
+from conftest import browser_or_skip
 
 RECORDS = [
     {"source": ["i", "ate", "an", "apple", "yesterday", "."],
@@ -29,16 +29,8 @@ def test_page_is_self_contained_and_escapes_data():
         explorer_html([{"source": ["a", "b"], "target": ["x", "y"], "weights": [[1, 0]]}])
 
 
-def _browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
-    return sync_api, path
-
-
 def test_clicking_words_highlights_their_attention(tmp_path):
-    sync_api, chromium = _browser()
+    sync_api, chromium = browser_or_skip()
     page_path = write_explorer(tmp_path / "explorer.html", RECORDS)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=[

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
 import socket
 import threading
 import time
@@ -17,6 +16,7 @@ import pytest
 pytest.importorskip("starlette", reason="serve needs starlette (pip install -e '.[test]')")
 uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
 
+from conftest import browser_or_skip  # noqa: E402
 from rnnsearch.serve import Limits, create_app  # noqa: E402
 from rnnsearch.translate import load  # noqa: E402
 
@@ -222,10 +222,7 @@ def test_a_failing_batch_is_a_500_and_the_server_lives_on(translator):
 
 
 def test_live_page_in_a_browser(live):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
+    sync_api, chromium = browser_or_skip()
     expected = live.request("/translate", {"text": "w1 w2 w3", "attention": True})[2]["translation"]["attention"]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
