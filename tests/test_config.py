@@ -122,7 +122,7 @@ def test_bad_literal_lists_the_choices(tmp_path):
 
 @pytest.mark.parametrize("override", [
     "model.hidden=0", "model.dropout_emb=1.0", "vocab.size=2", "train.lr=0", "decode.beam=0",
-    "decode.n_best=9", "train.device=gpu", "data.max_len=0", "train.batch_size=-1",
+    "decode.n_best=9", "train.device=gpu", "data.max_len=0", "train.batch_size=-1", "data.bleu_tokenize=chinese",
 ])
 def test_out_of_range_values_are_rejected(override):
     key = override.split("=")[0]

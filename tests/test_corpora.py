@@ -282,3 +282,41 @@ def test_cli_data_get_and_list(server, tmp_path, capsys, monkeypatch):
     assert "verified and written to" in capsys.readouterr().out
     assert main(["data", "get", "wmt99", "--dir", str(tmp_path)]) == 2
     assert "unknown corpus 'wmt99'" in capsys.readouterr().err
+
+
+def test_split_keeps_every_source_sentence_in_one_split(tmp_path, capsys):
+    src = [f"sentence {i % 40}" for i in range(100)]  # each source 2-3 times with different targets
+    tgt = [f"satz {i}" for i in range(100)]
+    (tmp_path / "all.en").write_text("\n".join(src) + "\n")
+    (tmp_path / "all.de").write_text("\n".join(tgt) + "\n")
+    out = tmp_path / "split"
+    assert main(["data", "split", "--files", str(tmp_path / "all.en"), str(tmp_path / "all.de"), "--dir", str(out),
+                 "--valid", "5", "--test", "6", "--seed", "3"]) == 0
+    assert "train" in capsys.readouterr().out
+    seen: dict[str, str] = {}
+    pairs = set()
+    for name in ("train", "valid", "test"):
+        en, de = (out / f"{name}.en").read_text().splitlines(), (out / f"{name}.de").read_text().splitlines()
+        assert len(en) == len(de)
+        for e, d in zip(en, de):
+            assert seen.setdefault(e, name) == name  # a source sentence never crosses splits
+            pairs.add((e, d))
+        if name != "train":
+            assert len(set(en)) == {"valid": 5, "test": 6}[name]
+    assert pairs == set(zip(src, tgt))  # nothing lost, nothing invented
+    again = tmp_path / "again"
+    corpora.split([tmp_path / "all.en", tmp_path / "all.de"], again, valid=5, test=6, seed=3)
+    assert (again / "test.de").read_text() == (out / "test.de").read_text()  # seeded
+
+
+def test_split_errors_name_the_file(tmp_path):
+    (tmp_path / "a.en").write_text("x\ny\nz\n")
+    (tmp_path / "a.de").write_text("x\ny\n")
+    with pytest.raises(corpora.DataError, match="a.de: 2 lines, but .*a.en has 3"):
+        corpora.split([tmp_path / "a.en", tmp_path / "a.de"], tmp_path / "o")
+    (tmp_path / "a.de").write_text("x\ny\nz\n")
+    with pytest.raises(corpora.DataError, match="3 distinct source sentences, too few"):
+        corpora.split([tmp_path / "a.en", tmp_path / "a.de"], tmp_path / "o", valid=1, test=2)
+    with pytest.raises(corpora.DataError, match="distinct extensions"):
+        corpora.split([tmp_path / "a.en", tmp_path / "a.en"], tmp_path / "o", valid=1, test=1)
+    assert not (tmp_path / "o").exists()

@@ -116,8 +116,10 @@ def cmd_evaluate(args) -> None:
         raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
     labels = list(args.label or [])
     systems = []
+    tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
     for model_dir in args.model or []:
         model = load(model_dir, device=args.device)
+        tokenize = tokenize or model.cfg.data.bleu_tokenize
         start = time.time()
         hyp = [t.text for t in model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False)]
         seconds = time.time() - start
@@ -125,7 +127,7 @@ def cmd_evaluate(args) -> None:
                  "translate_seconds": round(seconds, 3), "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word":
             keep = no_unk_subset(src, ref, model.src_tok, model.tgt_tok)
-            sub = score_corpus([hyp[i] for i in keep], [ref[i] for i in keep], args.tokenize)
+            sub = score_corpus([hyp[i] for i in keep], [ref[i] for i in keep], tokenize)
             entry.update(bleu_no_unk=sub["bleu"], sentences_no_unk=len(keep))
         systems.append((entry, hyp))
     for hyp_path in args.hyp or []:
@@ -137,10 +139,10 @@ def cmd_evaluate(args) -> None:
     for k, (entry, hyp) in enumerate(systems):
         if k < len(labels):
             entry["label"] = labels[k]
-        entry.update(score_corpus(hyp, ref, args.tokenize), sentences=len(src))
+        entry.update(score_corpus(hyp, ref, tokenize), sentences=len(src))
         if args.by_length:
             edges = [int(x) for x in args.buckets.split(",")]
-            entry["by_length"] = bleu_by_length(src, hyp, ref, edges, args.tokenize)
+            entry["by_length"] = bleu_by_length(src, hyp, ref, edges, tokenize)
         results.append(entry)
     if args.output:
         if len(systems) != 1:
@@ -329,17 +331,24 @@ def cmd_experiment(args) -> None:
     from .experiments import run_experiment
 
     r = run_experiment(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
-                       data_root=args.data, train_sentences=args.train_sentences, seed=args.seed)
+                       data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
+                       test_sentences=args.test_sentences)
     from .experiments import results_markdown
 
     print(results_markdown(r))
 
 
 def cmd_data(args) -> None:
-    from .corpora import describe, get
+    from .corpora import describe, get, split
 
     if args.action == "list":
         print(describe())
+        return
+    if args.action == "split":
+        if not args.files or args.name:
+            raise DataError("data split: give the line-aligned files with --files A B [...] (source first)")
+        counts = split(args.files, args.dir, valid=args.valid, test=args.test, seed=args.seed)
+        print(f"{args.dir}/: " + ", ".join(f"{k} {v:,} pairs" for k, v in counts.items()))
         return
     if not args.name:
         raise DataError("data get: name a corpus (see `rnnsearch data list`)")
@@ -400,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--tokenize", help="sacrebleu tokenizer (default 13a; zh for Chinese)")
+    p.add_argument("--tokenize", help="sacrebleu tokenizer (default: the model's data.bleu_tokenize, else 13a; "
+                   "zh for Chinese)")
     p.add_argument("--by-length", action="store_true", help="BLEU per source-length bucket (paper Figure 2)")
     p.add_argument("--buckets", default="10,20,30,40,50,60", help="bucket edges in source words")
     p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
@@ -473,11 +483,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="../shared/data", help="directory holding the real corpora")
     p.add_argument("--train-sentences", type=int, default=30000,
                    help="synthetic: sentences to generate; real corpora: seeded subsample (0: all)")
+    p.add_argument("--test-sentences", type=int, default=1000,
+                   help="synthetic: test sentences to generate; real corpora: seeded subsample of the test split "
+                        "(0: all); the validation split is capped at 1,000 the same way")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_experiment)
 
-    p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256) or list them")
-    p.add_argument("action", choices=["get", "list"])
+    p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256), list them, "
+                       "or split line-aligned files into train/valid/test")
+    p.add_argument("action", choices=["get", "list", "split"])
     p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
                    "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en")
     p.add_argument("--dir", default="data", help="where the corpus folder is written (default ./data)")
@@ -486,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-unpinned", action="store_true", help="accept files without a pinned SHA-256")
     p.add_argument("--retries", type=int, default=2, help="resume an interrupted download this many times")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--files", nargs="+", help="split: line-aligned files, source first (all.en.gz all.zh.gz ...); "
+                   "written to --dir as train/valid/test.<ext>, sentences with the same source in one split")
+    p.add_argument("--valid", type=int, default=1000, help="split: distinct source sentences held out for validation")
+    p.add_argument("--test", type=int, default=1000, help="split: distinct source sentences held out for test")
+    p.add_argument("--seed", type=int, default=1, help="split: shuffling seed")
     p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("serve", help="HTTP API (POST /translate) and the live attention explorer (GET /)")

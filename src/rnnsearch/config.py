@@ -54,6 +54,7 @@ class DataConfig:
     reverse_source: bool = False  # Sutskever et al. (2014): feed the source backwards
     lowercase: bool = False
     valid_bleu_sentences: int = 1000  # cap on validation sentences decoded for BLEU
+    bleu_tokenize: str = "13a"  # sacrebleu tokenizer for validation BLEU and `evaluate` (zh: Chinese)
 
 
 @dataclass
@@ -269,6 +270,10 @@ def _validate(cfg: Config, source: str) -> None:
     need(1 <= d.n_best <= d.beam, "decode.n_best", "must be in 1..beam")
     need(d.max_len_ratio > 0, "decode.max_len_ratio", "must be positive")
     need(cfg.data.max_len >= 1, "data.max_len", "must be >= 1")
+    from sacrebleu.metrics.bleu import BLEU
+
+    need(cfg.data.bleu_tokenize in BLEU.TOKENIZERS, "data.bleu_tokenize",
+         f"unknown sacrebleu tokenizer {cfg.data.bleu_tokenize!r} (choose from {', '.join(BLEU.TOKENIZERS)})")
     if cfg.data.train_tsv is None and (cfg.data.train_src is None) != (cfg.data.train_tgt is None):
         raise ConfigError(f"{source}: data: give both train_src and train_tgt (or train_tsv)")
 

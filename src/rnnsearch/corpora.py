@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .io import DataError, atomic_write, atomic_write_text
+from .io import DataError, atomic_write, atomic_write_text, read_lines
 
 log = logging.getLogger("rnnsearch")
 
@@ -360,6 +360,46 @@ def get(name: str, out_dir: str | Path = "data", cache: str | Path | None = None
     return out
 
 
+def split(files: list[str | Path], out_dir: str | Path, valid: int = 1000, test: int = 1000,
+          seed: int = 1) -> dict[str, int]:
+    """Split line-aligned files (source first) into train/valid/test, seeded.
+
+    Lines are grouped by their source side, so a sentence that occurs several times (Tatoeba
+    has many English sentences with two or more translations) lands in one split only and
+    the test set is unseen. ``all.en.gz`` is written as ``train.en``, ``valid.en``, ``test.en``
+    in `out_dir`. Returns the number of pairs per split.
+    """
+    import random
+
+    if not files:
+        raise DataError("data split: name the line-aligned files (source first)")
+    paths = [Path(f) for f in files]
+    columns = [read_lines(p) for p in paths]
+    for p, col in zip(paths[1:], columns[1:]):
+        if len(col) != len(columns[0]):
+            raise DataError(f"{p}: {len(col):,} lines, but {paths[0]} has {len(columns[0]):,}; "
+                            f"the files must be line-aligned")
+    langs = [p.name.removesuffix(".gz").rsplit(".", 1)[-1] for p in paths]
+    if len(set(langs)) != len(langs):
+        raise DataError(f"data split: the files need distinct extensions (got {', '.join(langs)})")
+    groups: dict[str, list[int]] = {}
+    for i, line in enumerate(columns[0]):
+        groups.setdefault(line.strip(), []).append(i)
+    keys = list(groups)
+    random.Random(seed).shuffle(keys)
+    if valid + test >= len(keys):
+        raise DataError(f"{paths[0]}: {len(keys):,} distinct source sentences, too few for "
+                        f"--valid {valid} and --test {test} with anything left to train on")
+    parts = {"test": keys[:test], "valid": keys[test:test + valid], "train": keys[test + valid:]}
+    counts = {}
+    for name, chosen in parts.items():
+        rows = sorted(i for k in chosen for i in groups[k])
+        counts[name] = len(rows)
+        for lang, col in zip(langs, columns):
+            atomic_write_text(Path(out_dir) / f"{name}.{lang}", "\n".join(col[i] for i in rows) + "\n")
+    return counts
+
+
 def _source_note(corpus: Corpus, mirror: str | None) -> str:
     lines = [f"# {corpus.name}", "", corpus.about, "", "Written by `rnnsearch data get`. Upstream files:", ""]
     for r in corpus.files:
@@ -379,4 +419,4 @@ def describe() -> str:
     return "\n".join(rows)
 
 
-__all__ = ["CATALOGUE", "Corpus", "DownloadError", "Remote", "fetch", "get", "describe", "sgm_segments"]
+__all__ = ["CATALOGUE", "Corpus", "DownloadError", "Remote", "fetch", "get", "describe", "sgm_segments", "split"]

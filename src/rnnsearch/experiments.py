@@ -63,7 +63,7 @@ def _model_name(raw: dict) -> str:
 
 
 def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed: int,
-            test_sentences: int = 1000, max_clauses: int = 5) -> dict[str, str]:
+            test_sentences: int = 1000, max_clauses: int = 5, valid_sentences: int = 1000) -> dict[str, str]:
     """Write/locate train, valid and test files; returns their paths."""
     d = out / "data"
     if corpus == "synthetic":
@@ -92,18 +92,26 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
         raise DataError(f"{root}: corpus not found (give --data DIR holding {root.name}/)")
     paths = {f"{k}.src": str(root / f"{v}.{src_lang}.gz") for k, v in names.items()}
     paths.update({f"{k}.tgt": str(root / f"{v}.{tgt_lang}.gz") for k, v in names.items()})
-    if train_sentences:  # subsample the training data (CPU budgets), seeded, and say so
-        import random
-
-        src, tgt = read_lines(paths["train.src"]), read_lines(paths["train.tgt"])
-        if train_sentences < len(src):
-            keep = sorted(random.Random(seed).sample(range(len(src)), train_sentences))
-            d.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(d / "train.src", "\n".join(src[i] for i in keep) + "\n")
-            atomic_write_text(d / "train.tgt", "\n".join(tgt[i] for i in keep) + "\n")
-            paths["train.src"], paths["train.tgt"] = str(d / "train.src"), str(d / "train.tgt")
-            log.info("%s: training on a seeded subsample of %d of %d pairs", corpus, train_sentences, len(src))
+    # CPU budgets: seeded subsamples of each split, written next to the models and logged
+    for split, n in (("train", train_sentences), ("valid", valid_sentences), ("test", test_sentences)):
+        if n:
+            _subsample(paths, split, n, seed, d, corpus)
     return paths
+
+
+def _subsample(paths: dict, split: str, n: int, seed: int, d: Path, corpus: str) -> None:
+    import random
+
+    src, tgt = read_lines(paths[f"{split}.src"]), read_lines(paths[f"{split}.tgt"])
+    if n >= len(src):
+        return
+    keep = sorted(random.Random(seed).sample(range(len(src)), n))
+    for side, lines in (("src", src), ("tgt", tgt)):
+        target = d / f"{split}-{n}-seed{seed}.{side}"  # named by the sample: a new sample, new models
+        if not target.exists():
+            atomic_write_text(target, "\n".join(lines[i] for i in keep) + "\n")
+        paths[f"{split}.{side}"] = str(target)
+    log.info("%s: %s is a seeded subsample of %d of %d pairs", corpus, split, n, len(src))
 
 
 def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
@@ -114,7 +122,7 @@ def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
         "vocab": {"kind": "word" if word else "bpe", "size": 1000 if word else 8000},
         "model": dict(SIZE, dropout_emb=0.2, dropout_hidden=0.2, dropout_readout=0.2),
         "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket", "max_epochs": 1000,
-                  "max_minutes": minutes, "valid_every": 0, "seed": seed, "progress": False},
+                  "max_minutes": minutes, "valid_every": 0 if word else 400, "seed": seed, "progress": False},
         "decode": {"beam": 5},
     }
 

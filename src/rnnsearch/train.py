@@ -100,7 +100,8 @@ def validate(translator: Translator, data: ParallelData, raw_src: list[str], raw
     if with_bleu:
         n = min(len(raw_src), cfg.data.valid_bleu_sentences)
         hyps = translator.translate(raw_src[:n], beam=cfg.train.valid_beam, attention=False)
-        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [raw_tgt[:n]]).score
+        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [raw_tgt[:n]],
+                                                  tokenize=cfg.data.bleu_tokenize).score
     translator.model.train()
     return out
 
