@@ -36,6 +36,13 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
+    """The alignment model of one decoder: `score` is additive, dot, general or scaled_dot.
+
+    `state_size` is n (the decoder state s_{i-1}), `annotation_size` 2n (h_j), `align_size`
+    n' (the additive model's hidden layer; the dot forms ignore it). Call `keys` once per
+    sentence, then the module itself once per target word.
+    """
+
     def __init__(self, score: str, state_size: int, annotation_size: int, align_size: int):
         super().__init__()
         self.score = score

@@ -44,22 +44,22 @@ def _yaml(text: str):
 @dataclass
 class DataConfig:
     # Line-aligned parallel files (plain or .gz), or one TSV with source<TAB>target.
-    train_src: Optional[str] = None
-    train_tgt: Optional[str] = None
-    train_tsv: Optional[str] = None
-    valid_src: Optional[str] = None
-    valid_tgt: Optional[str] = None
-    valid_tsv: Optional[str] = None
+    train_src: Optional[str] = None  # source side of the training pairs, one sentence a line
+    train_tgt: Optional[str] = None  # target side, line-aligned with train_src
+    train_tsv: Optional[str] = None  # or one file: source<TAB>target per line
+    valid_src: Optional[str] = None  # validation pairs (loss, BLEU, early stopping)
+    valid_tgt: Optional[str] = None  # target side of the validation pairs
+    valid_tsv: Optional[str] = None  # or validation pairs as one TSV
     max_len: int = 50  # pairs with more tokens on either side are dropped (RNNsearch-50)
     reverse_source: bool = False  # Sutskever et al. (2014): feed the source backwards
-    lowercase: bool = False
+    lowercase: bool = False  # lowercase both sides before the vocabulary is built
     valid_bleu_sentences: int = 1000  # cap on validation sentences decoded for BLEU
     bleu_tokenize: str = "13a"  # sacrebleu tokenizer for validation BLEU and `evaluate` (zh: Chinese)
 
 
 @dataclass
 class VocabConfig:
-    kind: Literal["bpe", "unigram", "word"] = "bpe"
+    kind: Literal["bpe", "unigram", "word"] = "bpe"  # sentencepiece BPE / unigram, or whitespace words
     size: int = 8000  # per side, the 4 special tokens included (word: k-4 most frequent words)
     joint: bool = False  # one sentencepiece model / word list for both sides
     character_coverage: float = 1.0  # ~0.9995 for Chinese/Japanese
@@ -68,12 +68,12 @@ class VocabConfig:
 
 @dataclass
 class ModelConfig:
-    arch: Literal["rnnsearch", "rnnencdec"] = "rnnsearch"
+    arch: Literal["rnnsearch", "rnnencdec"] = "rnnsearch"  # attention, or the fixed-vector baseline
     emb: int = 620  # m
     hidden: int = 1000  # n (per encoder direction, and the decoder state)
     align: int = 1000  # n' (additive alignment model)
     maxout: int = 500  # l
-    score: Literal["additive", "dot", "general", "scaled_dot"] = "additive"
+    score: Literal["additive", "dot", "general", "scaled_dot"] = "additive"  # alignment model a(s, h)
     gru: Literal["paper", "cudnn"] = "paper"  # reset gate before U (paper) or after (cuDNN)
     readout: Literal["prev", "new"] = "prev"  # deep output reads s_{i-1} (Appendix A) or s_i
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
@@ -88,49 +88,52 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    optimizer: Literal["adadelta", "adam"] = "adadelta"
-    lr: float = 1.0
+    optimizer: Literal["adadelta", "adam"] = "adadelta"  # the paper used Adadelta (rho 0.95, eps 1e-6)
+    lr: float = 1.0  # learning rate (Adadelta: 1.0 as in the paper)
     rho: float = 0.95  # Adadelta
     eps: float = 1e-6  # Adadelta / Adam epsilon
-    weight_decay: float = 0.0
-    clip_norm: float = 1.0
-    label_smoothing: float = 0.0
+    weight_decay: float = 0.0  # L2 penalty in the optimizer
+    clip_norm: float = 1.0  # clip the gradient's global norm to this (paper: 1); 0: off
+    label_smoothing: float = 0.0  # share of probability spread over the vocabulary in the loss
     batch_size: int = 80  # sentences, or target tokens when batch_by == "tokens"
-    batch_by: Literal["sentences", "tokens"] = "sentences"
-    batching: Literal["paper", "bucket", "random"] = "paper"
+    batch_by: Literal["sentences", "tokens"] = "sentences"  # what batch_size counts
+    batching: Literal["paper", "bucket", "random"] = "paper"  # how pairs are grouped into batches
     sort_k: int = 20  # paper: take sort_k * batch pairs, sort by length, cut into sort_k batches
-    max_epochs: int = 10
+    max_epochs: int = 10  # passes over the training data
     max_steps: int = 0  # 0: no limit
     max_minutes: float = 0.0  # 0: no limit (wall-clock budget, checked between steps)
     valid_every: int = 1000  # steps; 0: validate at the end of each epoch only
-    valid_beam: int = 1
-    valid_metric: Literal["bleu", "loss"] = "bleu"
+    valid_beam: int = 1  # beam size of the validation BLEU decode
+    valid_metric: Literal["bleu", "loss"] = "bleu"  # what picks the best checkpoint and drives patience
     patience: int = 0  # validations without improvement before stopping; 0: never
     lr_decay: float = 1.0  # multiply lr by this on a plateau (1.0: off)
-    lr_patience: int = 2
-    min_lr: float = 0.0
-    log_every: int = 100
+    lr_patience: int = 2  # validations without improvement before lr decays
+    min_lr: float = 0.0  # lr never decays below this
+    log_every: int = 100  # steps between training log lines
     keep_last: int = 0  # weight snapshots kept in checkpoints/ besides best and last (0: none)
-    seed: int = 1234
+    seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast; softmaxes stay fp32; fp16 adds a grad scaler
     threads: int = 0  # torch CPU threads; 0: torch's default
-    progress: bool = True
+    progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed
 
 
 @dataclass
 class DecodeConfig:
-    beam: int = 5
+    beam: int = 5  # beam width (1: greedy)
     alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
     batch_size: int = 64  # sentences per decoding batch
-    n_best: int = 1
+    n_best: int = 1  # hypotheses returned per sentence (<= beam)
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
 
 
 @dataclass
 class Config:
+    """A whole run: sections data, vocab, model, train, decode (every key is listed in
+    docs/api.md under Configuration keys), plus ``model_dir`` and an optional ``preset``."""
+
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -291,6 +294,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config") -> Config:
+    """A checked `Config` from nested dicts (as a YAML file would give), a ``preset`` name
+    resolved first and ``KEY=VALUE`` `overrides` applied last. Unknown keys, wrong types and
+    out-of-range values raise ConfigError naming `source` and the key."""
     raw = copy.deepcopy(raw or {})
     for text in overrides:
         keys, value = parse_override(text)

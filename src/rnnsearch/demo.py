@@ -94,6 +94,11 @@ def alignment_scores(translator, pairs: list[Pair]) -> dict:
 def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int = 20000,
              minutes: float = 4.25, epochs: int = 30, overrides: list[str] = (), progress: bool = True,
              max_clauses: int = 2) -> dict:
+    """``rnnsearch demo``: generate the built-in English→Chinese corpus, train for `minutes`,
+    score (BLEU, AER, content-word accuracy), and write the heat map, explorer page, attention
+    JSON and results.json into `out_dir`. Returns the results. `overrides` are ``KEY=VALUE``
+    strings applied to `DEMO_SETTINGS`.
+    """
     from .explorer import write_explorer
     from .plotting import plot_attention
     from .train import train

@@ -302,6 +302,12 @@ def explorer_html(records: list[dict], lang: str = "en", live: bool = False, fon
 
 
 def write_explorer(path: str | Path, records: list[dict], lang: str = "en") -> Path:
+    """Write the interactive attention explorer: one self-contained HTML page (no network).
+
+    `records` are attention records as `Translation.attention_json` returns them
+    (``{"source": [...], "target": [...], "weights": [[...], ...]}``); click a target word on
+    the page to see its row. ``lang="zh"`` gives Chinese labels.
+    """
     path = Path(path)
     atomic_write_text(path, explorer_html(records, lang))
     return path

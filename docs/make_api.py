@@ -1,0 +1,234 @@
+"""Writes docs/api.md, the API reference, from the docstrings of the public API, and keeps the
+line numbers of the guides' code links current.
+
+    python docs/make_api.py            # rewrite docs/api.md and the guides' code links
+    python docs/make_api.py --check    # exit 1 if any of them is not what the code says
+
+A name in backticks that is itself documented here (`Translator.translate`, `train`) becomes a
+link to its entry; tests/test_docs.py checks that every link lands on an entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+
+# (section, [(qualified import path, name shown)]) — the public API, in reading order.
+API = [
+    ("Translate with a trained model", [
+        ("rnnsearch.translate.load", "load"),
+        ("rnnsearch.translate.Translator", "Translator"),
+        ("rnnsearch.translate.Translator.translate", "Translator.translate"),
+        ("rnnsearch.translate.Translator.force", "Translator.force"),
+        ("rnnsearch.translate.Translation", "Translation"),
+        ("rnnsearch.translate.Translation.attention_json", "Translation.attention_json"),
+    ]),
+    ("Training", [
+        ("rnnsearch.config.load_config", "load_config"),
+        ("rnnsearch.config.config_from_dict", "config_from_dict"),
+        ("rnnsearch.config.Config", "Config"),
+        ("rnnsearch.train.train", "train"),
+    ]),
+    ("The models (paper Appendix A)", [
+        ("rnnsearch.model.build_model", "build_model"),
+        ("rnnsearch.model.RNNsearch", "RNNsearch"),
+        ("rnnsearch.model.RNNsearch.encode", "RNNsearch.encode"),
+        ("rnnsearch.model.RNNsearch.attend", "RNNsearch.attend"),
+        ("rnnsearch.model.RNNsearch.forward", "RNNsearch.forward"),
+        ("rnnsearch.model.RNNsearch.step", "RNNsearch.step"),
+        ("rnnsearch.model.RNNsearch.readout", "RNNsearch.readout"),
+        ("rnnsearch.model.RNNencdec", "RNNencdec"),
+        ("rnnsearch.model.Encoded", "Encoded"),
+        ("rnnsearch.gru.GRU", "GRU"),
+    ]),
+    ("Attention and its score functions", [
+        ("rnnsearch.attention", "rnnsearch.attention"),
+        ("rnnsearch.attention.Attention", "Attention"),
+        ("rnnsearch.attention.Attention.keys", "Attention.keys"),
+        ("rnnsearch.attention.Attention.scores", "Attention.scores"),
+        ("rnnsearch.attention.Attention.forward", "Attention.forward"),
+    ]),
+    ("Search", [
+        ("rnnsearch.search.beam_search", "beam_search"),
+    ]),
+    ("Scoring and alignment", [
+        ("rnnsearch.evaluate.score_corpus", "score_corpus"),
+        ("rnnsearch.evaluate.bleu_by_length", "bleu_by_length"),
+        ("rnnsearch.alignment.argmax_links", "argmax_links"),
+        ("rnnsearch.alignment.aer", "aer"),
+        ("rnnsearch.alignment.content_word_accuracy", "content_word_accuracy"),
+    ]),
+    ("Figures", [
+        ("rnnsearch.plotting.plot_attention", "plot_attention"),
+        ("rnnsearch.plotting.draw_attention", "draw_attention"),
+        ("rnnsearch.explorer.write_explorer", "write_explorer"),
+        ("rnnsearch.figures.untrained_attention", "untrained_attention"),
+        ("rnnsearch.figures.access_map", "access_map"),
+    ]),
+    ("Data and experiments", [
+        ("rnnsearch.corpora.get", "corpora.get"),
+        ("rnnsearch.corpora.split", "corpora.split"),
+        ("rnnsearch.demo.run_demo", "run_demo"),
+        ("rnnsearch.experiments.run_experiment", "run_experiment"),
+        ("rnnsearch.reference.forward", "reference.forward"),
+    ]),
+]
+
+
+def resolve(path: str):
+    parts = path.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[k:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
+
+
+def anchor(name: str) -> str:
+    """The GitHub-style anchor of a heading `name` (backticks dropped, lowercased, dots removed)."""
+    return re.sub(r"[^a-z0-9_ -]", "", name.lower()).replace(" ", "-")
+
+
+def signature(obj, name: str) -> str:
+    if inspect.ismodule(obj):
+        return ""
+    target = obj.__init__ if inspect.isclass(obj) and "__init__" in vars(obj) else obj
+    try:
+        sig = str(inspect.signature(target))
+    except (TypeError, ValueError):
+        return ""
+    sig = re.sub(r"^\(self(, )?", "(", sig)
+    return f"```python\n{name}{sig}\n```\n"
+
+
+FIELD = re.compile(r"^    (\w+): ([^=]+?)(?: = (.+?))?(?:\s+#\s*(.*))?$")
+
+
+def config_keys() -> list[str]:
+    """One table per config section, read from the dataclasses' source: key, type, default, comment."""
+    from rnnsearch import config
+
+    lines = ["## Configuration keys", "",
+             "Every key of a run's YAML file, by section (`--set section.key=value` overrides one). "
+             "Read from `src/rnnsearch/config.py`, where each is defined.", ""]
+    for section, cls in (("data", config.DataConfig), ("vocab", config.VocabConfig), ("model", config.ModelConfig),
+                         ("train", config.TrainConfig), ("decode", config.DecodeConfig)):
+        lines += [f"### {section} keys", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        source, _ = inspect.getsourcelines(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        seen = set()
+        for raw in source:
+            m = FIELD.match(raw.rstrip())
+            if not m or m.group(1) not in names:
+                continue
+            key, tp, default, note = m.groups()
+            seen.add(key)
+            tp = tp.strip().replace("|", "\\|")
+            default = (default or "").replace("|", "\\|")
+            lines.append(f"| `{key}` | `{tp}` | `{default}` | {(note or '').replace('|', '/')} |")
+        missing = names - seen
+        if missing:
+            raise SystemExit(f"{cls.__name__}: could not read {sorted(missing)} from the source")
+        lines.append("")
+    return lines
+
+
+def markdown(doc: str, link) -> str:
+    """Docstring -> Markdown: prose paragraphs with links; aligned or indented blocks kept verbatim."""
+    out = []
+    for block in re.split(r"\n\s*\n", doc):
+        rows = block.splitlines()
+        if any(r.startswith(" ") or re.search(r"\S {2,}\S", r) or r.lstrip().startswith(">>>") for r in rows):
+            out.append("```text\n" + "\n".join(r.rstrip() for r in rows) + "\n```")
+        else:
+            out.append(re.sub(r"(?<![\[`])`([A-Za-z_][\w.]*(?:\(\))?)`(?!\])", link, block))
+    return "\n\n".join(out)
+
+
+def render() -> str:
+    names = {name for _, entries in API for _, name in entries}
+    lines = ["# API reference", "",
+             "Generated from the docstrings by `python docs/make_api.py`; the code is the source. "
+             "The command line (`rnnsearch --help`, `rnnsearch COMMAND --help`) wraps these functions.", ""]
+    lines += ["Contents:", ""]
+    for section, entries in API:
+        lines.append(f"- **{section}**: " + ", ".join(f"[`{n}`](#{anchor(n)})" for _, n in entries))
+    lines += ["- [**Configuration keys**](#configuration-keys): "
+              + ", ".join(f"[{k}](#{k}-keys)" for k in ("data", "vocab", "model", "train", "decode")), ""]
+
+    def link(match: re.Match) -> str:
+        name = match.group(1)
+        bare = name.removesuffix("()")
+        return f"[`{name}`](#{anchor(bare)})" if bare in names else match.group(0)
+
+    for section, entries in API:
+        lines += [f"## {section}", ""]
+        for path, name in entries:
+            obj = inspect.unwrap(resolve(path))
+            doc = inspect.getdoc(obj) if not inspect.isclass(obj) or vars(obj).get("__doc__") else None
+            if not doc:
+                raise SystemExit(f"{path}: no docstring — document it before it is listed in the API")
+            where = inspect.getsourcefile(obj)
+            rel = Path(where).resolve().relative_to(Path(__file__).resolve().parents[1])
+            lines += [f"### {name}", "", f"<sub>defined in [{rel}](../{rel})</sub>", ""]
+            sig = signature(obj, name)
+            if sig:
+                lines += [sig]
+            doc = re.sub(r":(?:meth|func|class|attr):", "", doc)  # Sphinx roles read as plain code here
+            lines += [markdown(doc, link), ""]
+    lines += config_keys()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+CODE_LINK = re.compile(r"\[`([\w.]+)`\]\(\.\./src/rnnsearch/(\w+)\.py#L(\d+)-L(\d+)\)")
+GUIDES = ("guide.md", "guide.zh-CN.md")
+
+
+def code_lines(module: str, name: str) -> tuple[int, int]:
+    """First and last source line of `name` (Class.method or function) in rnnsearch.`module`."""
+    name = name.removeprefix(module + ".")
+    obj = inspect.unwrap(resolve(f"rnnsearch.{module}.{name}"))
+    source, first = inspect.getsourcelines(obj)
+    return first, first + len(source) - 1
+
+
+def refresh_code_links(text: str) -> str:
+    """Rewrite every [`name`](../src/rnnsearch/mod.py#La-Lb) link so a..b are name's lines today."""
+    def fix(m: re.Match) -> str:
+        first, last = code_lines(m.group(2), m.group(1))
+        return f"[`{m.group(1)}`](../src/rnnsearch/{m.group(2)}.py#L{first}-L{last})"
+
+    return CODE_LINK.sub(fix, text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = ap.parse_args()
+    here = Path(__file__).parent
+    wanted = {here / "api.md": render()}
+    for name in GUIDES:
+        if (here / name).exists():
+            wanted[here / name] = refresh_code_links((here / name).read_text(encoding="utf-8"))
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in stale:
+            print(f"{p} is stale: run python docs/make_api.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(wanted[p], encoding="utf-8")
+        print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
