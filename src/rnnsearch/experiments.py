@@ -135,6 +135,10 @@ def _mean_entropy(weights: list) -> float:
 def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
                    data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
                    buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5) -> dict:
+    """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
+    in `out_dir`), evaluate them on the test set and by source length, and write results.json,
+    results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
+    """
     from .checkpoint import read_config
     from .plotting import plot_length_curves, plot_training_curves
     from .train import train
@@ -168,6 +172,7 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
         records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
         train_recs = [r for r in records if r.get("kind") == "train"]
         entry["train_tok_per_s"] = round(sum(r["tok_per_s"] for r in train_recs) / max(len(train_recs), 1), 1)
+        entry["train_steps"] = max((r["step"] for r in records if "step" in r), default=0)
         entry["curve"] = [{"step": r["step"], "valid_bleu": r.get("valid_bleu"), "valid_loss": r["valid_loss"]}
                           for r in records if "valid_loss" in r]
         if model.cfg.model.arch == "rnnsearch":
@@ -184,14 +189,14 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
 
 def results_markdown(r: dict) -> str:
     buckets = [b["bucket"] for b in r["systems"][0]["by_length"]]
-    head = ["system", "BLEU", "chrF"] + buckets + ["train tok/s", "decode sent/s"]
+    head = ["system", "BLEU", "chrF"] + buckets + ["steps", "train tok/s", "decode sent/s"]
     if any("attention_entropy" in s for s in r["systems"]):
         head.append("attention entropy")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in r["systems"]:
         cells = [s["label"], f"{s['bleu']:.2f}", f"{s['chrf']:.2f}"]
         cells += ["–" if b["bleu"] is None else f"{b['bleu']:.1f} ({b['sentences']})" for b in s["by_length"]]
-        cells += [f"{s['train_tok_per_s']:.0f}", f"{s['decode_sent_per_s']:.0f}"]
+        cells += [str(s.get("train_steps", "–")), f"{s['train_tok_per_s']:.0f}", f"{s['decode_sent_per_s']:.0f}"]
         if "attention entropy" in head:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")

@@ -19,10 +19,12 @@ CJK_FAMILIES = ["Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Sourc
 
 def _matplotlib():
     import logging
+    import sys
 
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules:  # a notebook's inline backend stays; scripts get Agg
+        matplotlib.use("Agg")
     # The bundled variable CJK font has no "normal" weight entry; matplotlib says so on every lookup.
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib.pyplot as plt
@@ -64,25 +66,31 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
-def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
-                   path: str | Path, title: str | None = None) -> Path:
-    """Write a grey-scale attention matrix (PNG or SVG by extension); rows = target words."""
-    matplotlib, plt = _matplotlib()
+def draw_attention(ax, weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
+                   title: str | None = None) -> None:
+    """Draw a grey-scale attention matrix on matplotlib axes `ax` (rows = target words, α 0 white, 1 black)."""
     from matplotlib import patheffects
 
     families, thin = cjk_font()
-    rows, cols = len(target), len(source)
-    fig, ax = plt.subplots(figsize=(max(3.0, 0.55 * cols + 1.5), max(2.5, 0.45 * rows + 1.2)))
-    ax.imshow(weights, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     effects = [patheffects.withStroke(linewidth=0.7, foreground="black")] if thin else None
-    ax.set_xticks(range(cols))
+    ax.imshow(weights, cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(source)))
     ax.set_xticklabels(source, rotation=60, ha="left", fontfamily=families, fontsize=11, path_effects=effects)
-    ax.set_yticks(range(rows))
+    ax.set_yticks(range(len(target)))
     ax.set_yticklabels(target, fontfamily=families, fontsize=11, path_effects=effects)
     ax.xaxis.tick_top()
     ax.tick_params(length=0)
     if title:
         ax.set_xlabel(title, fontfamily=families, path_effects=effects)
+
+
+def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
+                   path: str | Path, title: str | None = None) -> Path:
+    """Write a grey-scale attention matrix (PNG or SVG by extension); rows = target words."""
+    matplotlib, plt = _matplotlib()
+    rows, cols = len(target), len(source)
+    fig, ax = plt.subplots(figsize=(max(3.0, 0.55 * cols + 1.5), max(2.5, 0.45 * rows + 1.2)))
+    draw_attention(ax, weights, source, target, title)
     return _save(fig, path)
 
 
