@@ -39,6 +39,17 @@ def test_merge_subwords_sums_source_and_averages_target():
     assert all(sum(r) == pytest.approx(1.0) for r in merged)
 
 
+def test_merge_keeps_pieces_of_unsegmented_chinese():
+    """Chinese has no spaces: '▁' marks only the sentence start, so each piece stays a unit
+    (merging to whitespace words would make the whole sentence one row)."""
+    target = ["▁我", "昨天", "吃了", "一个", "苹果", "。", "</s>"]
+    w = [[0.9, 0.1]] * len(target)
+    merged, src, tgt = merge_subwords(w, ["▁I", "▁ate"], target)
+    assert tgt == ["我", "昨天", "吃了", "一个", "苹果", "。", "</s>"] and len(merged) == 7
+    _, _, mixed = merge_subwords(w[:5], ["▁I", "▁ate"], ["▁iPh", "one", "▁手机", "很", "</s>"])
+    assert mixed == ["iPhone", "手机", "很", "</s>"]  # spaced words still merge
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "rnnsearch", *args], capture_output=True, text=True, timeout=120)
 

@@ -12,6 +12,7 @@ the possible gold links (S ⊆ P):
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
 
 Links = set[tuple[int, int]]
@@ -82,16 +83,24 @@ def content_word_accuracy(weights_per_pair: Sequence[Sequence[Sequence[float]]],
     return hit / max(total, 1)
 
 
+# Scripts written without spaces between words (Chinese, Japanese; CJK punctuation, full-width
+# forms): sentencepiece's "▁" marks only the start of a whole clause there, so pieces are the units.
+UNSPACED = re.compile("[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
 def word_spans(pieces: Sequence[str]) -> list[list[int]]:
     """Group subword pieces into words: a sentencepiece "▁" starts a new word.
 
-    Word-level tokens (no "▁" anywhere) are their own words.
+    Word-level tokens (no "▁" anywhere) are their own words. In unsegmented scripts
+    (Chinese, Japanese) every piece is its own unit: merging to whitespace words there
+    would collapse a sentence into one "word".
     """
     if not any(p.startswith("▁") for p in pieces):
         return [[k] for k in range(len(pieces))]
     spans: list[list[int]] = []
     for k, p in enumerate(pieces):
-        if p.startswith("▁") or not spans or p in ("</s>",):
+        unspaced = UNSPACED.search(p) or (k > 0 and UNSPACED.search(pieces[k - 1]))
+        if p.startswith("▁") or not spans or p in ("</s>",) or unspaced:
             spans.append([k])
         else:
             spans[-1].append(k)
