@@ -1,0 +1,104 @@
+"""The documentation stays true: the API reference matches the code, links land, commands parse."""
+
+import re
+import runpy
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDES = [ROOT / "docs" / "guide.md", ROOT / "docs" / "guide.zh-CN.md"]
+DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "README.zh-CN.md"]
+
+
+def anchors(text: str) -> list[str]:
+    api = runpy.run_path(str(ROOT / "docs" / "make_api.py"))
+    return [api["anchor"](h) for h in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)]
+
+
+def test_api_reference_and_guide_code_links_are_current():
+    api = runpy.run_path(str(ROOT / "docs" / "make_api.py"))
+    assert (ROOT / "docs" / "api.md").read_text(encoding="utf-8") == api["render"](), \
+        "docs/api.md is stale: run python docs/make_api.py"
+    for guide in GUIDES:
+        text = guide.read_text(encoding="utf-8")
+        assert len(api["CODE_LINK"].findall(text)) >= 15, guide.name
+        assert text == api["refresh_code_links"](text), f"{guide.name}: code line links are stale: run python docs/make_api.py"
+
+
+def test_api_reference_links_land_on_one_entry():
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    names = anchors(text)
+    assert len(names) == len(set(names)), "two headings share an anchor"
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(links) > 45
+    assert sorted(set(links) - set(names)) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_relative_links_point_at_files(doc):
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = target.split("#")[0]
+        assert (doc.parent / path).exists(), f"{doc.name}: link to missing {target}"
+
+
+def fenced_commands(doc: Path) -> list[str]:
+    """The `rnnsearch ...` lines of the document's sh blocks (continuations joined, comments cut)."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if line.startswith("rnnsearch "):
+                commands.append(line)
+    return commands
+
+
+@pytest.mark.parametrize("doc", GUIDES, ids=lambda p: p.name)
+def test_every_guide_command_parses(doc):
+    """Each command of the guide is accepted by the real command line, and the files it names exist."""
+    from rnnsearch.cli import build_parser
+
+    parser = build_parser()
+    commands = fenced_commands(doc)
+    assert len(commands) >= 8
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        argv = [a for a in argv if a not in ("<", ">")]
+        try:
+            parser.parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"{doc.name}: `{command}` is not a valid command")
+        for arg in argv:
+            if arg.startswith(("configs/", "docs/", "notebooks/")):
+                assert (ROOT / arg).exists(), f"{doc.name}: `{command}` names missing {arg}"
+
+
+def test_guides_run_the_same_commands():
+    """The Chinese guide is kept in step with the English one: the same commands, in the same order."""
+    assert fenced_commands(GUIDES[0]) == fenced_commands(GUIDES[1])
+
+
+def test_the_figure_script_runs_the_guides_commands():
+    figures = runpy.run_path(str(ROOT / "docs" / "make_figures.py"))
+    guide = fenced_commands(GUIDES[0])
+    for template in figures["COMMANDS"]:
+        assert template.format(**figures["GUIDE_PATHS"]) in guide, template
+
+
+def test_make_figures_on_a_tiny_model(tmp_path):
+    """The figure script end to end, with a few-second demo model standing in for both models."""
+    from rnnsearch.demo import run_demo
+
+    run_demo(tmp_path / "demo", seed=2, n_train=300, minutes=0.02, epochs=1, progress=False)
+    model = str(tmp_path / "demo" / "model")
+    figures = runpy.run_path(str(ROOT / "docs" / "make_figures.py"))
+    out = tmp_path / "figures"
+    assert figures["main"](["--demo", model, "--tatoeba", model, "--out", str(out)]) == 0
+    for name in ("structure.png", "demo_apple.png", "demo_explorer.html", "tatoeba_apple.png", "tatoeba_explorer.html"):
+        assert (out / name).stat().st_size > 1000, name
+    assert "注意力" in (out / "tatoeba_explorer.html").read_text(encoding="utf-8")  # --lang zh labels
+    assert figures["main"](["--demo", str(tmp_path / "nope"), "--out", str(out)]) == 2
