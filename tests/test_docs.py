@@ -102,3 +102,40 @@ def test_make_figures_on_a_tiny_model(tmp_path):
         assert (out / name).stat().st_size > 1000, name
     assert "注意力" in (out / "tatoeba_explorer.html").read_text(encoding="utf-8")  # --lang zh labels
     assert figures["main"](["--demo", str(tmp_path / "nope"), "--out", str(out)]) == 2
+
+
+# Commands that train for minutes or fetch from the internet: parsed above, run in full only by a person
+# (their measured output is in the docs); every other command of the guide runs below as written.
+LONG = ("demo", "experiment", "train", "data get", "figure")
+
+
+def test_guide_commands_run_as_written(tmp_path, monkeypatch):
+    """In a scratch tree laid out as the guide expects (a tiny demo model at rnnsearch-demo/, the same
+    weights standing in for the Tatoeba model, a small corpus at data/tatoeba_cmn_eng/), every
+    quick command of the guide runs exactly as written and succeeds."""
+    import gzip
+    import shutil
+
+    from rnnsearch.cli import main
+    from rnnsearch.demo import run_demo
+
+    run_demo(tmp_path / "rnnsearch-demo", seed=2, n_train=300, minutes=0.02, epochs=1, progress=False)
+    shutil.copytree(tmp_path / "rnnsearch-demo" / "model", tmp_path / "runs" / "tatoeba_en_zh")
+    shutil.copytree(ROOT / "docs" / "figures" / "guide", tmp_path / "docs" / "figures" / "guide",
+                    ignore=shutil.ignore_patterns("*.png", "*.html"))
+    corpus = tmp_path / "data" / "tatoeba_cmn_eng"
+    corpus.mkdir(parents=True)
+    for name, line in (("en", "i ate {} apples yesterday ."), ("zh", "我 昨天 吃 了 {} 个 苹果 。"),
+                       ("attribution", "CC-BY 2.0 (France) Attribution: tatoeba.org #{}")):
+        (corpus / f"all.{name}.gz").write_bytes(gzip.compress("".join(line.format(i) + "\n" for i in range(2500)).encode()))
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for command in fenced_commands(GUIDES[0]):
+        if command.startswith(tuple(f"rnnsearch {c}" for c in LONG)):
+            continue
+        argv = shlex.split(command)[1:]
+        assert main(argv) == 0, command
+        ran += 1
+    assert ran >= 8
+    assert (tmp_path / "docs" / "figures" / "guide" / "tatoeba_explorer.html").exists()
+    assert (tmp_path / "data" / "tatoeba_en_zh" / "test.zh").exists()

@@ -70,3 +70,18 @@ def test_real_corpus_splits_are_seeded_subsamples(tmp_path):
     other = _corpus("multi30k-de-en", tmp_path / "exp", tmp_path / "data", train_sentences=30, seed=1,
                     test_sentences=0, valid_sentences=10)
     assert other["train.src"] != paths["train.src"]  # another sample is another file (and other models)
+
+
+def test_overrides_reach_every_model_and_get_their_own_pool(tmp_path):
+    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6,
+              max_clauses=1)
+    plain = run_experiment("reverse", **kw)
+    small = run_experiment("reverse", overrides=["model.hidden=16", "model.score=dot"], **kw)
+    assert all(s["config"]["model"]["hidden"] == 16 for s in small["systems"])
+    assert all(s["config"]["model"]["score"] == "additive" for s in small["systems"])  # the experiment's own setting wins
+    assert not {s["model_dir"] for s in small["systems"]} & {s["model_dir"] for s in plain["systems"]}
+    assert "with model.hidden=16" in (tmp_path / "reverse" / "results.md").read_text()
+    from rnnsearch.config import ConfigError
+
+    with pytest.raises(ConfigError, match="model.hiden"):
+        run_experiment("reverse", overrides=["model.hiden=16"], **kw)

@@ -332,7 +332,7 @@ def cmd_experiment(args) -> None:
 
     r = run_experiment(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
                        data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
-                       test_sentences=args.test_sentences)
+                       test_sentences=args.test_sentences, overrides=args.set or [])
     from .experiments import results_markdown
 
     print(results_markdown(r))
@@ -488,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="synthetic: test sentences to generate; real corpora: seeded subsample of the test split "
                         "(0: all); the validation split is capped at 1,000 the same way")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override for every model, e.g. --set model.hidden=512 --set train.device=cuda")
     p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256), list them, "

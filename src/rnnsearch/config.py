@@ -293,10 +293,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), parsed
 
 
-def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config") -> Config:
-    """A checked `Config` from nested dicts (as a YAML file would give), a ``preset`` name
-    resolved first and ``KEY=VALUE`` `overrides` applied last. Unknown keys, wrong types and
-    out-of-range values raise ConfigError naming `source` and the key."""
+def apply_overrides(raw: dict, overrides: list[str] = ()) -> dict:
+    """A copy of the nested dict `raw` with each ``section.key=value`` of `overrides` set."""
     raw = copy.deepcopy(raw or {})
     for text in overrides:
         keys, value = parse_override(text)
@@ -306,6 +304,14 @@ def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config
                 node[k] = {}
             node = node[k]
         node[keys[-1]] = value
+    return raw
+
+
+def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config") -> Config:
+    """A checked `Config` from nested dicts (as a YAML file would give), a ``preset`` name
+    resolved first and ``KEY=VALUE`` `overrides` applied last. Unknown keys, wrong types and
+    out-of-range values raise ConfigError naming `source` and the key."""
+    raw = apply_overrides(raw, overrides)
     preset = raw.get("preset")
     if preset is not None:
         if preset not in PRESETS:

@@ -21,7 +21,7 @@ import math
 import time
 from pathlib import Path
 
-from .config import config_from_dict, merge_dicts
+from .config import apply_overrides, config_from_dict, merge_dicts
 from .evaluate import bleu_by_length, score_corpus
 from .io import DataError, atomic_write_text, read_lines
 
@@ -134,10 +134,14 @@ def _mean_entropy(weights: list) -> float:
 
 def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
                    data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
-                   buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5) -> dict:
+                   buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5,
+                   overrides: list[str] = ()) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
+    `overrides` (``model.hidden=512``, ``train.device=cuda``) apply to every model; what sets the
+    experiment's systems apart (architecture, score, length limit, reversal) cannot be overridden.
+    Models of other settings get other pool directories, so sizes never mix.
     """
     from .checkpoint import read_config
     from .plotting import plot_length_curves, plot_training_curves
@@ -150,8 +154,10 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
     out = root / name
     paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
-    base = _base(corpus, paths, minutes, seed)
+    base = apply_overrides(_base(corpus, paths, minutes, seed), list(overrides))
+    config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training
     results = {"experiment": name, "corpus": corpus, "minutes_per_model": minutes, "seed": seed,
+               "overrides": list(overrides),
                "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
     for label, overrides in _systems(name).items():
         raw = merge_dicts(base, overrides)
@@ -202,5 +208,7 @@ def results_markdown(r: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     sig = r["systems"][0].get("bleu_signature", "")
     return (f"{r['experiment']} on {r['corpus']}, {r['minutes_per_model']} minutes of training per model, "
-            f"seed {r['seed']}, {r['test_sentences']} test sentences; BLEU per bucket with (sentences); "
+            f"seed {r['seed']}, {r['test_sentences']} test sentences"
+            + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
+            + "; BLEU per bucket with (sentences); "
             f"sacrebleu {sig}\n\n" + "\n".join(lines) + "\n")
