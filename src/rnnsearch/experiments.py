@@ -102,16 +102,16 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
 def _subsample(paths: dict, split: str, n: int, seed: int, d: Path, corpus: str) -> None:
     import random
 
-    src, tgt = read_lines(paths[f"{split}.src"]), read_lines(paths[f"{split}.tgt"])
-    if n >= len(src):
-        return
-    keep = sorted(random.Random(seed).sample(range(len(src)), n))
-    for side, lines in (("src", src), ("tgt", tgt)):
-        target = d / f"{split}-{n}-seed{seed}.{side}"  # named by the sample: a new sample, new models
-        if not target.exists():
-            atomic_write_text(target, "\n".join(lines[i] for i in keep) + "\n")
-        paths[f"{split}.{side}"] = str(target)
-    log.info("%s: %s is a seeded subsample of %d of %d pairs", corpus, split, n, len(src))
+    targets = {side: d / f"{split}-{n}-seed{seed}.{side}" for side in ("src", "tgt")}  # a new sample, new models
+    if not all(t.exists() for t in targets.values()):  # an earlier run wrote it: no need to read the corpus again
+        src, tgt = read_lines(paths[f"{split}.src"]), read_lines(paths[f"{split}.tgt"])
+        if n >= len(src):
+            return
+        keep = sorted(random.Random(seed).sample(range(len(src)), n))
+        for side, lines in (("src", src), ("tgt", tgt)):
+            atomic_write_text(targets[side], "\n".join(lines[i] for i in keep) + "\n")
+        log.info("%s: %s is a seeded subsample of %d of %d pairs", corpus, split, n, len(src))
+    paths.update({f"{split}.{side}": str(t) for side, t in targets.items()})
 
 
 def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
@@ -159,8 +159,8 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
     results = {"experiment": name, "corpus": corpus, "minutes_per_model": minutes, "seed": seed,
                "overrides": list(overrides),
                "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
-    for label, overrides in _systems(name).items():
-        raw = merge_dicts(base, overrides)
+    for label, system in _systems(name).items():
+        raw = merge_dicts(base, system)
         model_dir = root / "models" / _model_name(raw)
         raw["model_dir"] = str(model_dir)
         cfg = config_from_dict(raw, source=f"experiment {name}/{label}")

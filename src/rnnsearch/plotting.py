@@ -87,7 +87,7 @@ def draw_attention(ax, weights: Sequence[Sequence[float]], source: Sequence[str]
 def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
                    path: str | Path, title: str | None = None) -> Path:
     """Write a grey-scale attention matrix (PNG or SVG by extension); rows = target words."""
-    matplotlib, plt = _matplotlib()
+    _, plt = _matplotlib()
     rows, cols = len(target), len(source)
     fig, ax = plt.subplots(figsize=(max(3.0, 0.55 * cols + 1.5), max(2.5, 0.45 * rows + 1.2)))
     draw_attention(ax, weights, source, target, title)
