@@ -1,12 +1,20 @@
-"""Speed of rnnsearch: training target tokens/s, model FLOPs, fraction of this machine's
-GEMM rate, peak memory, greedy and beam-5 decoding speed. Prints one JSON object.
+"""Speed of rnnsearch beside JoeyNMT and OpenNMT-py: training target tokens/s, model FLOPs,
+fraction of this machine's GEMM rate, peak memory, greedy and beam-5 sentences/s.
 
-    python benchmarks/bench.py --quick          # about a minute, rnnsearch alone
+    python benchmarks/bench.py --quick     # about a minute, rnnsearch alone, one JSON object
+    python benchmarks/bench.py             # side by side (~1 hour on 2 cores): JSON + table
 
-The model is the anchors' size (emb 256, hidden 256 a direction, alignment 256, maxout 256,
-sentencepiece BPE 8k per side) on Multi30k De→En when ../shared/data is present, else on the
-built-in English→Chinese corpus. The side-by-side comparison with JoeyNMT and OpenNMT-py
-(each installed in its own virtualenv) is not part of --quick.
+The model is the anchors' size: emb 256, bidirectional encoder 2 x 256, alignment 256, maxout
+512 (so the output layer is 512 x V, as the anchors' 512-wide decoders have), sentencepiece
+BPE 8k per side, batches of 64 sentences, Adam 0.001, gradient norm clipped at 1.
+
+--quick uses Multi30k De→En when ../shared/data is present, else the built-in English→Chinese
+corpus. The side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr
+.de/.en, plain or .gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of
+their own (--venvs, once), trains all three systems twice on identical sentencepiece pieces
+(a short round A-B-C, then a longer one C-B-A whose models are kept), decodes test_2016_flickr
+greedy and beam 5 with each model in alternating rounds, and reports every figure with the
+ratios rnnsearch / anchor computed round by round.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import argparse
 import json
 import platform
 import resource
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,7 +32,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import anchors  # noqa: E402
 from rnnsearch.config import ModelConfig, config_from_dict  # noqa: E402
 from rnnsearch.data import ParallelData, collate, make_batches, read_parallel  # noqa: E402
 from rnnsearch.model import build_model  # noqa: E402
@@ -32,9 +43,9 @@ from rnnsearch.train import make_optimizer, sequence_loss  # noqa: E402
 from rnnsearch.vocab import PAD, build_tokenizers  # noqa: E402
 
 
-def gemm_gflops(n: int = 1024, repeats: int = 10) -> float:
-    """This machine's fp32 matrix-multiply rate through torch, for n x n x n products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:
+    """This machine's matrix-multiply rate through torch (fp32 unless asked), for n x n x n products."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     for _ in range(2):
         a @ b
     start = time.perf_counter()
@@ -63,6 +74,15 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
     return {"forward_mflop": 2 * forward / 1e6, "train_mflop": 3 * 2 * forward / 1e6}
 
 
+# The benchmark model: the anchors' sizes (see the module docstring).
+BENCH_CONFIG = {
+    "model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 512},
+    "vocab": {"kind": "bpe", "size": 8000},
+    "train": {"optimizer": "adam", "lr": 0.001, "clip_norm": 1.0, "batch_size": 64, "batching": "bucket"},
+}
+SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
+
+
 def load_corpus():
     shared = ROOT.parent / "shared" / "data" / "multi30k"
     if shared.exists():
@@ -76,22 +96,14 @@ def load_corpus():
     return "demo en-zh", (src[:11000], tgt[:11000]), (src[11000:], tgt[11000:])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="rnnsearch alone, about a minute")
-    ap.add_argument("--train-seconds", type=float, default=30.0, help="steady-state training time measured")
-    ap.add_argument("--decode-sentences", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
+def quick(args) -> None:
+    """rnnsearch alone, in this process: one JSON object."""
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
     name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus()
-    cfg = config_from_dict({"model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 256},
-                            "vocab": {"kind": "bpe", "size": 8000},
-                            "train": {"optimizer": "adam", "lr": 0.001, "batch_size": 64, "batching": "bucket"}})
+    cfg = config_from_dict(BENCH_CONFIG)
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
@@ -107,8 +119,8 @@ def main() -> None:
             start = time.perf_counter()
             tokens = src_tokens = 0
         batch = collate([data.examples[i] for i in idx]).to(device)
-        logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
-        loss = sequence_loss(logits, batch.tgt_out) / batch.n_tgt_tokens
+        logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+        loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / batch.n_tgt_tokens
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -152,6 +164,252 @@ def main() -> None:
         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
     }
     print(json.dumps(result, indent=1))
+
+
+# -- side by side -----------------------------------------------------------------
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _find(corpus: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz"):
+        if (corpus / name).exists():
+            return corpus / name
+    raise SystemExit(f"bench: {corpus} has no {stem} (or {stem}.gz); give --corpus a Multi30k directory")
+
+
+def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
+    """Normalised text for rnnsearch, and the same text cut into rnnsearch's own sentencepiece
+    pieces for the anchors, so all three systems see identical tokens."""
+    from rnnsearch.data import normalize
+    from rnnsearch.vocab import load_tokenizers, save_tokenizers
+
+    data, spm_dir = work / "data", work / "spm"
+    cfg = config_from_dict(BENCH_CONFIG)
+    splits = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+    texts = {}
+    for split, stem in splits.items():
+        src, tgt = read_parallel(_find(corpus, f"{stem}.de"), _find(corpus, f"{stem}.en"))
+        if split == "test" and test_sentences:
+            src, tgt = src[:test_sentences], tgt[:test_sentences]
+        texts[split] = ([normalize(x) for x in src], [normalize(x) for x in tgt])
+    if not (spm_dir / "tgt.spm.model").exists():
+        log("training the sentencepiece models (as rnnsearch train does)")
+        spm_dir.mkdir(parents=True, exist_ok=True)
+        save_tokenizers(spm_dir, cfg.vocab, *build_tokenizers(cfg.vocab, *texts["train"], cfg.train.seed))
+    src_tok, tgt_tok = load_tokenizers(spm_dir, cfg.vocab)
+    data.mkdir(parents=True, exist_ok=True)
+    for split, (src, tgt) in texts.items():
+        for side, lines, tok in (("src", src, src_tok), ("tgt", tgt, tgt_tok)):
+            (data / f"{split}.raw.{side}").write_text("".join(x + "\n" for x in lines))
+            (data / f"{split}.{side}").write_text(
+                "".join(" ".join(tok.sp.encode(x, out_type=str)) + "\n" for x in lines))
+    pieces = lambda split, side: [len(x.split()) for x in (data / f"{split}.{side}").read_text().splitlines()]  # noqa: E731
+    src_n, tgt_n = pieces("train", "src"), pieces("train", "tgt")
+    # the anchors build their vocabularies from the pieces that occur, plus their specials
+    tgt_types = len({p for x in (data / "train.tgt").read_text().split("\n") for p in x.split()}) + 4
+    return {"dir": data, "spm": spm_dir, "tgt_tok": tgt_tok, "test_refs": texts["test"][1],
+            "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok), "anchor_tgt_vocab": tgt_types,
+            "src_per_tgt": sum(src_n) / (sum(tgt_n) + len(tgt_n)), "mean_src_len": sum(src_n) / len(src_n)}
+
+
+def _pieces(model_file: Path) -> list:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model_file))
+    return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+
+
+def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32") -> dict:
+    d = data["dir"]
+    cfg = json.loads(json.dumps(BENCH_CONFIG))
+    cfg["train"]["precision"] = precision
+    cfg["model_dir"] = str(work / "model")
+    cfg["data"] = {"train_src": str(d / "train.raw.src"), "train_tgt": str(d / "train.raw.tgt"),
+                   "valid_src": str(d / "valid.raw.src"), "valid_tgt": str(d / "valid.raw.tgt"), "max_len": 200}
+    cfg["train"].update({"max_steps": steps, "max_epochs": 0, "valid_every": 0, "log_every": 20,
+                         "progress": False, "valid_beam": 1})
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    path = work / "config.yaml"
+    path.write_text(json.dumps(cfg, indent=1))  # JSON is YAML
+    done = anchors.run([sys.executable, "-m", "rnnsearch", "train", str(path)], work / "train.log",
+                       env={"PYTHONPATH": str(ROOT / "src")})
+    for name in ("src.spm.model", "tgt.spm.model"):  # identical pieces, checked, not assumed
+        if _pieces(work / "model" / name) != _pieces(data["spm"] / name):
+            raise RuntimeError(f"rnnsearch's {name} differs from the one the anchors were given")
+    records = [json.loads(x) for x in (work / "model" / "log.jsonl").read_text().splitlines()]
+    rates = [r["tok_per_s"] for r in records if r.get("kind") == "train"]
+    return {"tgt_tok_per_s": anchors.steady(rates), "reports": len(rates), "seconds": done.seconds,
+            "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
+
+
+def translate_worker(args) -> None:
+    """Load a model, translate a file (timed without the load), write the output, print JSON."""
+    from rnnsearch.translate import load
+
+    translator = load(args.model, device="cpu")
+    lines = Path(args.input).read_text().splitlines()
+    start = time.perf_counter()
+    out = translator.translate(lines, beam=args.beam, batch_size=64, attention=False,
+                               alpha=1.0 if args.beam > 1 else 0.0)
+    seconds = time.perf_counter() - start
+    Path(args.output).write_text("".join(t.text + "\n" for t in out))
+    print(json.dumps({"seconds": seconds}))
+
+
+def rnnsearch_translate(model: str, src: Path, out: Path, beam: int) -> dict:
+    done = anchors.run([sys.executable, __file__, "--translate-worker", "--model", model, "--input", str(src),
+                        "--output", str(out), "--beam", str(beam)], out.with_suffix(".log"))
+    seconds = json.loads(done.output.strip().splitlines()[-1])["seconds"]
+    return {"seconds": seconds, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
+
+
+def bleu(hyp_lines: list[str], refs: list[str]) -> float:
+    import sacrebleu
+
+    return round(sacrebleu.corpus_bleu(hyp_lines, [refs]).score, 2)
+
+
+def side_by_side(args) -> None:
+    work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
+    # rnnsearch-bf16: the same model trained with bf16 matrix products (CPUs with AVX512-BF16/AMX);
+    # its ratios are reported too, but the like-for-like comparison is fp32 against fp32
+    systems = ["rnnsearch", "opennmt", "joeynmt"]
+    pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
+    data = prepare_data(Path(args.corpus), work, args.test_sentences)
+    test_src = data["dir"] / "test.src"
+    n_test = len(data["test_refs"])
+    gemm = [gemm_gflops()]
+    log(f"GEMM {gemm[0]:.1f} GFLOP/s; pieces: {data['src_vocab']} / {data['tgt_vocab']} vocabulary")
+
+    def train(name: str, where: Path, steps: int) -> dict:
+        log(f"training {name} for {steps} steps in {where}")
+        if name.startswith("rnnsearch"):
+            return rnnsearch_train(where, data, steps, "bf16" if name.endswith("bf16") else "fp32")
+        if name == "opennmt":
+            return anchors.opennmt_train(pythons[name], where, data["dir"], steps, SIZES)
+        return anchors.joeynmt_train(pythons[name], where, data["dir"], steps, SIZES)
+
+    if args.bf16:
+        systems.insert(1, "rnnsearch-bf16")
+    rounds = [("A", systems, args.short_steps), ("B", systems[::-1], args.steps)]
+    training = {name: {} for name in systems}
+    for label, order, steps in rounds:
+        for name in order:
+            training[name][label] = train(name, work / f"train-{label}" / name, steps)
+            log(f"  {name}: {training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
+    gemm.append(gemm_gflops())
+
+    def translate(name: str, beam: int, out: Path) -> dict:
+        model = training[name]["B"]["model"]
+        if name.startswith("rnnsearch"):
+            return rnnsearch_translate(model, data["dir"] / "test.raw.src", out, beam)
+        if name == "opennmt":
+            return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
+        return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
+
+    decoding = {name: {1: [], 5: []} for name in systems}
+    outputs = {}
+    for r in range(args.decode_rounds):
+        order = systems if r % 2 == 0 else systems[::-1]
+        for beam in (1, 5):
+            for name in order:
+                out = work / "decode" / f"{name}.beam{beam}.round{r}"
+                res = translate(name, beam, out)
+                decoding[name][beam].append(res)
+                outputs[(name, beam)] = Path(res.get("output", out))
+                log(f"{name} beam {beam}: {n_test / res['seconds']:.1f} sentences/s")
+    gemm.append(gemm_gflops())
+    gemm_rate = sorted(gemm)[len(gemm) // 2]
+    gemm_bf16 = gemm_gflops(dtype=torch.bfloat16)
+
+    ours = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
+                                  data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
+    flops = {name: ours for name in systems if name.startswith("rnnsearch")}
+    for name in ("opennmt", "joeynmt"):
+        flops[name] = anchors.anchor_flops_per_target_token(SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"],
+                                                            data["anchor_tgt_vocab"], data["src_per_tgt"],
+                                                            data["mean_src_len"])
+    result = {"systems": {}, "ratios": {}}
+    for name in systems:
+        tr = training[name]
+        tok = {label: tr[label]["tgt_tok_per_s"] for label, _, _ in rounds}
+        hyps = {}
+        for beam in (1, 5):
+            lines = outputs[(name, beam)].read_text().splitlines()
+            if not name.startswith("rnnsearch"):
+                lines = [data["tgt_tok"].sp.decode_pieces(x.split()) for x in lines]
+            hyps[beam] = lines
+        mean_tok = sum(tok.values()) / len(tok)
+        result["systems"][name] = {
+            "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
+            "flops_per_tgt_tok": round(flops[name]),
+            # against the GEMM rate of the precision its matrix products ran in
+            "mfu": round(mean_tok * flops[name] / ((gemm_bf16 if name.endswith("bf16") else gemm_rate) * 1e9), 3),
+            "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
+            "greedy_sent_per_s": [round(n_test / d["seconds"], 1) for d in decoding[name][1]],
+            "beam5_sent_per_s": [round(n_test / d["seconds"], 1) for d in decoding[name][5]],
+            "decode_peak_rss_mb": round(max(d["peak_rss_mb"] for b in (1, 5) for d in decoding[name][b]), 1),
+            "bleu_greedy": bleu(hyps[1], data["test_refs"]), "bleu_beam5": bleu(hyps[5], data["test_refs"]),
+            "mean_hyp_words_beam5": round(sum(len(x.split()) for x in hyps[5]) / n_test, 2),
+            "train_seconds_round_B": round(tr["B"]["seconds"], 1),
+        }
+    pairs = [(a, b) for a in systems if a.startswith("rnnsearch") for b in ("opennmt", "joeynmt")]
+    for mine, name in pairs:
+        ours, them = result["systems"][mine], result["systems"][name]
+        per_round = lambda key: [round(a / b, 2) for a, b in zip(  # noqa: E731
+            ours[key].values() if isinstance(ours[key], dict) else ours[key],
+            them[key].values() if isinstance(them[key], dict) else them[key])]
+        result["ratios"][f"{mine}/{name}"] = {
+            "train_tgt_tok_per_s": per_round("train_tgt_tok_per_s"),
+            "greedy_sent_per_s": [round(n_test / a["seconds"] / (n_test / b["seconds"]), 2)
+                                  for a, b in zip(decoding[mine][1], decoding[name][1])],
+            "beam5_sent_per_s": [round(n_test / a["seconds"] / (n_test / b["seconds"]), 2)
+                                 for a, b in zip(decoding[mine][5], decoding[name][5])],
+            "train_peak_rss": round(ours["train_peak_rss_mb"] / them["train_peak_rss_mb"], 2),
+        }
+    result.update({
+        "corpus": "multi30k de-en", "test_sentences": n_test, "vocab": [data["src_vocab"], data["tgt_vocab"]],
+        "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm], "gemm_gflops_bf16": round(gemm_bf16, 1),
+        "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "date": time.strftime("%Y-%m-%d"),
+    })
+    text = json.dumps(result, indent=1)
+    (work / "result.json").write_text(text + "\n")
+    print(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="rnnsearch alone, about a minute")
+    ap.add_argument("--train-seconds", type=float, default=30.0, help="--quick: steady-state training time measured")
+    ap.add_argument("--decode-sentences", type=int, default=200, help="--quick: test sentences decoded")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "multi30k"),
+                    help="side by side: a Multi30k directory (train/val/test_2016_flickr .de/.en)")
+    ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"), help="side by side: working directory")
+    ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench", help="side by side: the anchors' virtualenvs")
+    ap.add_argument("--short-steps", type=int, default=200, help="side by side: steps of training round A")
+    ap.add_argument("--steps", type=int, default=900, help="side by side: steps of round B (the decoded models)")
+    ap.add_argument("--decode-rounds", type=int, default=2)
+    ap.add_argument("--test-sentences", type=int, default=0, help="side by side: first N test sentences (0: all)")
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false",
+                    help="side by side: leave out rnnsearch trained with bf16 matrix products")
+    ap.add_argument("--translate-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--input", help=argparse.SUPPRESS)
+    ap.add_argument("--output", help=argparse.SUPPRESS)
+    ap.add_argument("--beam", type=int, default=5, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.translate_worker:
+        translate_worker(args)
+    elif args.quick:
+        quick(args)
+    else:
+        side_by_side(args)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ TOY = dict(vocab=10, min_len=3, max_len=7)
 
 def toy_config(tmp: Path, name: str, **train_kw) :
     data = write_toy_corpus(tmp / "data", task="reverse", n_train=1500, n_valid=50, **TOY)
-    train_cfg = {"max_epochs": 8, "lr": 0.01, "batch_size": 32, "valid_every": 0, "progress": False,
+    train_cfg = {"max_epochs": 12, "lr": 0.01, "batch_size": 32, "valid_every": 0, "progress": False,
                  "tensorboard": False, "threads": 1}
     train_cfg.update(train_kw)
     return config_from_dict({"preset": "tiny", "model_dir": str(tmp / name), "data": data,

@@ -101,3 +101,50 @@ def test_rnnencdec_hypotheses_have_no_attention():
     model = tiny_model("rnnencdec", double=False)
     src, mask = random_batch([3], seed=1)
     assert beam_search(model, src, mask, beam=2)[0][0].attention is None
+
+
+@torch.no_grad()
+def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0):
+    """One sentence, the textbook way: every hypothesis x every word, finished ones set aside."""
+    enc = model.encode(src, mask)
+    limit = int(int(mask.sum()) * max_len_ratio) + 10
+    beams, done = [([], 0.0, enc.state)], []
+    norm = (lambda lp, n: lp / n ** alpha) if alpha else (lambda lp, n: lp)
+    for step in range(limit + 1):
+        cands = []
+        for toks, lp, state in beams:
+            y = torch.tensor([toks[-1] if toks else BOS])
+            log_p, new_state, _ = model.step(enc, state, y)
+            log_p = log_p[0].clone()
+            log_p[[PAD, BOS]] = float("-inf")
+            if step == limit:  # </s> forced
+                cands.append((toks + [EOS], lp + float(log_p[EOS]), new_state))
+                continue
+            for w in range(log_p.numel()):
+                cands.append((toks + [w], lp + float(log_p[w]), new_state))
+        # finished hypotheses compete with the growing ones at every step
+        pool = [(norm(lp, len(t)), t, lp, s, True) for t, lp, s in done]
+        pool += [(norm(lp, len(t)), t, lp, s, False) for t, lp, s in cands]
+        pool.sort(key=lambda c: -c[0])
+        best = pool[:K]
+        done = [(t, lp, s) for _, t, lp, s, fin in best if fin or t[-1] == EOS]
+        beams = [(t, lp, s) for _, t, lp, s, fin in best if not fin and t[-1] != EOS]
+        if not beams:
+            break
+    return sorted(((norm(lp, len(t)), t[:-1], lp) for t, lp, _ in done), key=lambda c: -c[0])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_batched_beam_search_equals_plain_beam_search(alpha):
+    """Top-K per hypothesis, K x K per sentence and sentences leaving the batch when done
+    give what scoring every word of every hypothesis gives."""
+    model = tiny_model(double=True, scale=0.7, seed=3)
+    lengths = [6, 2, 4, 7, 3]
+    src, mask = random_batch(lengths, seed=4)
+    batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+    for i, n in enumerate(lengths):
+        plain = plain_beam_search(model, src[i:i + 1, :n], mask[i:i + 1, :n], 3, alpha)
+        assert [h.tokens for h in batched[i]] == [t for _, t, _ in plain]
+        assert [h.log_prob for h in batched[i]] == pytest.approx([lp for _, _, lp in plain], abs=1e-5)
+    # the sentences really did finish at different steps (so the batch shrank on the way)
+    assert len({len(b[0].tokens) for b in batched}) > 1

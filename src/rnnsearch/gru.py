@@ -16,6 +16,8 @@ for every time step in one matrix product and pass it to :meth:`GRU.cell`.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -34,19 +36,31 @@ class GRU(nn.Module):
         self.W = nn.Linear(input_size, 3 * hidden)
         self.U = nn.Linear(hidden, 3 * hidden, bias=self.reset_after)
 
-    def cell(self, x_proj: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """One step. x_proj: (batch, 3*hidden) = W x_i + b; h: (batch, hidden) -> h_i."""
+    def recurrent(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """U split for one time loop: [U_r; U_z]ᵀ (n, 2n) and Uᵀ (n, n) (with the cudnn form,
+        all of Uᵀ (n, 3n) and nothing). Taken once per sequence, not once per step: the
+        backward of a slice taken inside the loop would zero-fill a full-size gradient every step."""
         n = self.hidden
         if self.reset_after:
-            hu = self.U(h)
-            rz = torch.sigmoid(x_proj[:, : 2 * n] + hu[:, : 2 * n])
-            r, z = rz[:, :n], rz[:, n:]
-            cand = torch.tanh(x_proj[:, 2 * n:] + r * hu[:, 2 * n:])
+            return self.U.weight.t(), None
+        u_rz, u_h = self.U.weight.split([2 * n, n])
+        return u_rz.t(), u_h.t()
+
+    def cell(self, x_proj: torch.Tensor, h: torch.Tensor,
+             recurrent: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """One step. x_proj: (batch, 3*hidden) = W x_i + b; h: (batch, hidden) -> h_i.
+
+        `recurrent` is :meth:`recurrent`, passed in by loops that take it once."""
+        n = self.hidden
+        u_rz, u_h = self.recurrent() if recurrent is None else recurrent
+        x_rz, x_h = x_proj.split([2 * n, n], -1)
+        if self.reset_after:
+            hu_rz, hu_h = torch.addmm(self.U.bias, h, u_rz).split([2 * n, n], -1)
+            r, z = torch.sigmoid(x_rz + hu_rz).chunk(2, -1)
+            cand = torch.tanh(x_h + r * hu_h)
         else:
-            u = self.U.weight
-            rz = torch.sigmoid(x_proj[:, : 2 * n] + h @ u[: 2 * n].t())
-            r, z = rz[:, :n], rz[:, n:]
-            cand = torch.tanh(x_proj[:, 2 * n:] + (r * h) @ u[2 * n:].t())
+            r, z = torch.sigmoid(torch.addmm(x_rz, h, u_rz)).chunk(2, -1)
+            cand = torch.tanh(torch.addmm(x_h, r * h, u_h))
         return h + z * (cand - h)  # = (1 - z) ∘ h + z ∘ h̃
 
     def run(self, x_proj: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
@@ -69,9 +83,10 @@ class GRU(nn.Module):
         drop = None
         if state_dropout > 0 and self.training:
             drop = torch.bernoulli(h0.new_full(h0.shape, 1.0 - state_dropout)) / (1.0 - state_dropout)
+        recurrent = self.recurrent()
         for t in steps:
             h_in = h if drop is None else h * drop
-            h = torch.where(keep[t], self.cell(xs[t], h_in), h)
+            h = torch.where(keep[t], self.cell(xs[t], h_in, recurrent), h)
             out[t] = h
         return torch.stack(out, 1), h
 
@@ -116,22 +131,26 @@ def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
     xs = torch.stack([fwd.W(x), bwd.W(x).flip(1)])  # (2, B, S, 3n): backward in its reading order
     keep = torch.stack([mask, mask.flip(1)]).unsqueeze(-1)  # (2, B, S, 1)
     U = torch.stack([fwd.U.weight, bwd.U.weight]).transpose(1, 2)  # (2, n, 3n)
-    bias = torch.stack([fwd.U.bias, bwd.U.bias]).unsqueeze(1) if fwd.reset_after else None
+    # split once, outside the loop (a slice's backward inside it would zero-fill every step)
+    x_rz, x_h = xs.split([2 * n, n], -1)
+    if fwd.reset_after:
+        bias = torch.stack([fwd.U.bias, bwd.U.bias]).unsqueeze(1)
+    else:
+        U_rz, U_h = U.split([2 * n, n], -1)
     h = x.new_zeros(2, B, n)
     drop = None
     if state_dropout > 0 and fwd.training:
         drop = torch.bernoulli(h.new_full(h.shape, 1.0 - state_dropout)) / (1.0 - state_dropout)
     out = []
-    for xt, keep_t in zip(xs.unbind(2), keep.unbind(2)):  # views; cheap backward
+    for xt_rz, xt_h, keep_t in zip(x_rz.unbind(2), x_h.unbind(2), keep.unbind(2)):  # views; cheap backward
         h_in = h if drop is None else h * drop
         if fwd.reset_after:
-            hu = torch.baddbmm(bias, h_in, U)
-            rz = torch.sigmoid(xt[..., : 2 * n] + hu[..., : 2 * n])
-            cand = torch.tanh(xt[..., 2 * n:] + rz[..., :n] * hu[..., 2 * n:])
+            hu_rz, hu_h = torch.baddbmm(bias, h_in, U).split([2 * n, n], -1)
+            r, z = torch.sigmoid(xt_rz + hu_rz).chunk(2, -1)
+            cand = torch.tanh(xt_h + r * hu_h)
         else:
-            rz = torch.sigmoid(xt[..., : 2 * n] + torch.bmm(h_in, U[..., : 2 * n]))
-            cand = torch.tanh(xt[..., 2 * n:] + torch.bmm(rz[..., :n] * h_in, U[..., 2 * n:]))
-        z = rz[..., n:]
+            r, z = torch.sigmoid(torch.baddbmm(xt_rz, h_in, U_rz)).chunk(2, -1)
+            cand = torch.tanh(torch.baddbmm(xt_h, r * h_in, U_h))
         h = torch.where(keep_t, h_in + z * (cand - h_in), h)
         out.append(h)
     states = torch.stack(out, 2)  # (2, B, S, n)

@@ -117,20 +117,22 @@ class RNNsearch(nn.Module):
         return self.W_o(self.drop_readout(t))
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
-                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                packed: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher forcing.
 
         src, src_mask (B, S); tgt_in (B, T) = <s> y_1 .. y_{T-1}.
         Returns log p(y_i | y_<i, x) (B, T, V) — or, with log_probs=False, the unnormalised
         scores the training loss consumes — and attention α (B, T, S) (None for RNNencdec).
+        packed=True: the output layer runs on real target positions only and returns (N, V)
+        for the N non-<pad> entries of tgt_in, in row-major order (training skips the padding).
         """
-        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=log_probs)
+        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=log_probs, packed=packed)
 
     def logits(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor):
         """forward(..., log_probs=False)."""
         return self(src, src_mask, tgt_in, log_probs=False)
 
-    def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool):
+    def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool, packed: bool = False):
         y_emb = self.drop_emb(self.tgt_emb(tgt_in))
         # Hoisted out of the loop: W E y_{i-1} + b for every step in one product, and
         # for RNNencdec the constant C c as well.
@@ -142,17 +144,18 @@ class RNNsearch(nn.Module):
         if self.training and self.cfg.dropout_dec_state > 0:
             keep = 1.0 - self.cfg.dropout_dec_state
             drop = torch.bernoulli(s.new_full(s.shape, keep)) / keep
+        recurrent = self.decoder.recurrent()  # U split once, outside the loop
         # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
         for x_i in x_proj.unbind(1):
             if drop is not None:
                 s = s * drop
             if enc.context is None:
                 c, alpha = self.attend(enc, s)  # from s_{i-1}
-                s_new = self.decoder.cell(x_i + self.C(c), s)
+                s_new = self.decoder.cell(x_i + self.C(c), s, recurrent)
                 contexts.append(c)
                 alphas.append(alpha)
             else:
-                s_new = self.decoder.cell(x_i, s)
+                s_new = self.decoder.cell(x_i, s, recurrent)
             read_states.append(s if self.cfg.readout == "prev" else s_new)
             s = s_new
         states = torch.stack(read_states, 1)
@@ -162,6 +165,9 @@ class RNNsearch(nn.Module):
         else:
             context = enc.context.unsqueeze(1).expand(-1, states.size(1), -1)
             attention = None
+        if packed:  # the output layer is most of the cost: skip the padded positions
+            real = tgt_in != PAD
+            states, y_emb, context = states[real], y_emb[real], context[real]
         # Readout and output layer for all steps at once, after the loop.
         logits = self.readout(states, y_emb, context)
         return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
