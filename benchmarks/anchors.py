@@ -144,14 +144,23 @@ def opennmt_config(work: Path, data: Path, steps: int, sizes: dict) -> Path:
     return path
 
 
+def opennmt_rates(log: str) -> list[float]:
+    """Target tokens/s of each report: "Step 40/  200; ...; 1816/1866 tok/s;" is source/target."""
+    return [float(m.group(1)) for m in re.finditer(r"Step \s*\d+/\s*\d+;.*?[\d.]+/\s*([\d.]+) tok/s;", log)]
+
+
+def opennmt_seconds(log: str, sentences: int) -> float:
+    """Decoding time without the model load: its per-sentence average (ms, one decimal) x n."""
+    return float(re.search(r"Average translation time \(ms\): ([\d.]+)", log).group(1)) * sentences / 1000
+
+
 def opennmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict) -> dict:
     cfg = opennmt_config(work, data, steps, sizes)
     bindir = python.parent
     if not (work / "vocab.tgt").exists():
         run([str(bindir / "onmt_build_vocab"), "-config", str(cfg), "-n_sample", "-1"], work / "vocab.log")
     done = run([str(bindir / "onmt_train"), "-config", str(cfg)], work / "train.log", env=OLD_TORCH_LOAD)
-    # "Step 40/  200; acc: ...; 1234/ 987 tok/s;" : source / target tokens per second
-    rates = [float(m.group(1)) for m in re.finditer(r"Step \s*\d+/\s*\d+;.*?[\d.]+/\s*([\d.]+) tok/s;", done.output)]
+    rates = opennmt_rates(done.output)
     return {"tgt_tok_per_s": steady(rates), "reports": len(rates), "seconds": done.seconds,
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / f"model_step_{steps}.pt")}
 
@@ -160,9 +169,8 @@ def opennmt_translate(python: Path, model: str, src: Path, out: Path, beam: int,
     done = run([str(python.parent / "onmt_translate"), "-model", model, "-src", str(src), "-output", str(out),
                 "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-report_time"],
                out.with_suffix(".log"), env=OLD_TORCH_LOAD)
-    avg_ms = float(re.search(r"Average translation time \(ms\): ([\d.]+)", done.output).group(1))
     n = sum(1 for _ in open(src))
-    return {"seconds": avg_ms * n / 1000, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
+    return {"seconds": opennmt_seconds(done.output, n), "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
 
 
 # -- JoeyNMT -------------------------------------------------------------------------
@@ -204,10 +212,20 @@ def joeynmt_config(work: Path, data: Path, steps: int, sizes: dict, beam: int = 
     return path
 
 
+def joeynmt_rates(log: str) -> list[float]:
+    """Target tokens/s of each report: "..., Tokens per Sec:     1093, Lr: ..."."""
+    return [float(m.group(1)) for m in re.finditer(r"Tokens per Sec:\s*([\d.]+)", log)]
+
+
+def joeynmt_seconds(log: str) -> float:
+    """Decoding time of the last data set decoded (the test set): "Generation took 1.7146[sec]."."""
+    return [float(x) for x in re.findall(r"Generation took ([\d.]+)\[sec\]", log)][-1]
+
+
 def joeynmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict) -> dict:
     cfg = joeynmt_config(work, data, steps, sizes)
     done = run([str(python), "-m", "joeynmt", "train", str(cfg), "--skip-test"], work / "train.log")
-    rates = [float(m.group(1)) for m in re.finditer(r"Tokens per Sec:\s*([\d.]+)", done.output)]
+    rates = joeynmt_rates(done.output)
     return {"tgt_tok_per_s": steady(rates), "reports": len(rates), "seconds": done.seconds,
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
 
@@ -215,8 +233,7 @@ def joeynmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict)
 def joeynmt_translate(python: Path, work: Path, data: Path, out: Path, beam: int, sizes: dict) -> dict:
     cfg = joeynmt_config(work, data, 1000, sizes, beam=beam, test_only=True)  # steps unused by test
     done = run([str(python), "-m", "joeynmt", "test", str(cfg), "-o", str(out)], out.with_suffix(".log"))
-    took = [float(x) for x in re.findall(r"Generation took ([\d.]+)\[sec\]", done.output)]
-    return {"seconds": took[-1], "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb,
+    return {"seconds": joeynmt_seconds(done.output), "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb,
             "output": str(out) + ".test"}
 
 

@@ -57,16 +57,19 @@ def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.flo
 def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float, src_len: float) -> dict:
     """Multiply-accumulates of one training step per target token, counted from the equations.
 
-    Forward MACs: output layer l*V, deep output (n + m + ctx)*2l, decoder GRU 3n*(m + ctx + n),
-    attention W_a s (n*n') plus, per source word, tanh/v_a (n') and the weighted sum (ctx);
-    per source word once: encoder 2*3n*(m + n) and keys U_a h (ctx*n'). Training = 3x forward
-    (backward twice the forward), FLOPs = 2 x MACs.
+    Forward MACs per target token: output layer l*V, deep output (n + m + ctx)*2l, decoder GRU
+    3n*(m + n) plus, for RNNsearch, C c_i (3n*ctx), W_a s (n*n') and per source word the
+    tanh/v_a (n') and the weighted sum (ctx). Per source word: the encoder 2*3n*(m + n) and
+    the keys U_a h (ctx*n') (RNNencdec: one direction, 3n*(m + n)). What is done once per
+    sentence (s_0 from W_s; RNNencdec's V, V_s and C c) is left out. Training = 3 x forward
+    (backward twice the forward), FLOPs = 2 x MACs. tests/test_bench.py checks the forward
+    count against torch's FLOP counter on the model itself.
     """
     m, n, a, l = cfg.emb, cfg.hidden, cfg.align, cfg.maxout
     ctx = 2 * n if cfg.arch == "rnnsearch" else n
-    per_tgt = l * tgt_vocab + (n + m + ctx) * 2 * l + 3 * n * (m + ctx + n)
+    per_tgt = l * tgt_vocab + (n + m + ctx) * 2 * l + 3 * n * (m + n)
     if cfg.arch == "rnnsearch":
-        per_tgt += n * a + src_len * (a + ctx)
+        per_tgt += 3 * n * ctx + n * a + src_len * (a + ctx)
         per_src = 2 * 3 * n * (m + n) + ctx * a
     else:
         per_src = 3 * n * (m + n)

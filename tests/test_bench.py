@@ -1,0 +1,69 @@
+"""benchmarks/: the FLOP count behind `mfu`, and the anchors' log formats the side-by-side run reads."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import anchors  # noqa: E402
+import bench  # noqa: E402
+
+from rnnsearch.config import ModelConfig  # noqa: E402
+from rnnsearch.model import build_model  # noqa: E402
+
+from conftest import random_batch  # noqa: E402
+from test_model import teacher_inputs  # noqa: E402
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
+def test_flop_formula_counts_what_the_model_multiplies(arch):
+    cfg = ModelConfig(arch=arch, emb=8, hidden=6, align=7, maxout=5)
+    model = build_model(cfg, 17, 19)
+    B, S, T = 3, 5, 4  # no padding: every sentence has S source and T target tokens
+    src, mask = random_batch([S] * B)
+    with FlopCounterMode(display=False) as counter:
+        model(src, mask, teacher_inputs(B, T), log_probs=False)
+    per_token = bench.flops_per_target_token(cfg, 19, src_per_tgt=S / T, src_len=S)["forward_mflop"] * 1e6
+    # the formula leaves out what is done once per sentence: W_s (RNNsearch); V, V_s and C c (RNNencdec)
+    n = cfg.hidden
+    once = 2 * B * (n * n if arch == "rnnsearch" else 2 * n * n + 3 * n * n)
+    assert counter.get_total_flops() == pytest.approx(per_token * B * T + once, rel=1e-9)
+
+
+def test_opennmt_log_lines_are_read():
+    log = ("[2026-11-30 10:00:36,909 INFO] Step 20/  200; acc: 12.6; ppl: 1019.7; xent: 6.9; lr: 0.00100; "
+           "sents:    1280; bsz:  867/ 919/64; 665/705 tok/s;     26 sec;\n"
+           "[2026-11-30 10:00:45,859 INFO] Step 40/  200; acc: 19.7; ppl: 225.5; xent: 5.4; lr: 0.00100; "
+           "sents:    1280; bsz:  813/ 835/64; 1816/1866 tok/s;     35 sec;\n"
+           "[2026-11-30 09:34:17,402 INFO] Total translation time (s): 0.3\n"
+           "[2026-11-30 09:34:17,402 INFO] Average translation time (ms): 3.4\n")
+    assert anchors.opennmt_rates(log) == [705.0, 1866.0]  # target, not source, tokens
+    assert anchors.opennmt_seconds(log, 1000) == pytest.approx(3.4)
+
+
+def test_joeynmt_log_lines_are_read():
+    log = ("2026-11-30 10:02:34,430 - INFO - joeynmt.training - Epoch   1, Step:       20, Batch Loss:     5.905262, "
+           "Batch Acc: 0.076633, Tokens per Sec:     1093, Lr: 0.001000\n"
+           "2026-11-30 09:34:21,487 - INFO - joeynmt.prediction - Generation took 0.5150[sec].\n"
+           "2026-11-30 09:34:36,903 - INFO - joeynmt.prediction - Generation took 1.7146[sec].\n")
+    assert anchors.joeynmt_rates(log) == [1093.0]
+    assert anchors.joeynmt_seconds(log) == pytest.approx(1.7146)  # the last set decoded: test
+
+
+def test_steady_rate_skips_the_start_and_takes_the_median():
+    assert anchors.steady([100, 200, 1000, 1010, 990, 5000, 1005]) == 1005
+    assert anchors.steady([300, 900]) == 600  # too few windows to skip any
+    with pytest.raises(RuntimeError, match="no throughput"):
+        anchors.steady([])
+
+
+def test_anchor_flops_grow_with_the_decoder_and_the_vocabulary():
+    base = anchors.anchor_flops_per_target_token(256, 256, 512, 8000, 1.0, 14.0)
+    assert anchors.anchor_flops_per_target_token(256, 256, 512, 9000, 1.0, 14.0) - base == 3 * 2 * 512 * 1000
+    # the anchors' 512-wide input-feeding decoder costs more per token than RNNsearch at the benchmark sizes
+    ours = bench.flops_per_target_token(ModelConfig(emb=256, hidden=256, align=256, maxout=512), 8000, 1.0, 14.0)
+    assert base > ours["train_mflop"] * 1e6
+    assert torch.get_num_threads() >= 1
