@@ -113,7 +113,7 @@ class TrainConfig:
     keep_last: int = 0  # weight snapshots kept in checkpoints/ besides best and last (0: none)
     seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast; softmaxes stay fp32; fp16 adds a grad scaler; bf16 also on CPUs with AVX512-BF16 (1.4x)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
     threads: int = 0  # torch CPU threads; 0: torch's default
     progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed
