@@ -148,3 +148,23 @@ def test_batched_beam_search_equals_plain_beam_search(alpha):
         assert [h.log_prob for h in batched[i]] == pytest.approx([lp for _, _, lp in plain], abs=1e-5)
     # the sentences really did finish at different steps (so the batch shrank on the way)
     assert len({len(b[0].tokens) for b in batched}) > 1
+
+
+def test_bf16_decoding_runs_the_output_layer_in_bf16_and_agrees_on_a_trained_model(reverse_model):
+    import rnnsearch
+
+    model = rnnsearch.load(reverse_model, device="cpu")
+    seen = []
+    hook = model.model.W_o.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+    src = ["w3 w14 w1 w15 w9", "w2 w6 w5 w11 w7 w8", "w4 w4 w9"]
+    fp32 = model.translate(src, beam=3, precision="fp32")
+    assert set(seen) == {torch.float32}
+    seen.clear()
+    bf16 = model.translate(src, beam=3, precision="bf16")
+    hook.remove()
+    assert set(seen) == {torch.bfloat16}
+    assert [t.text for t in bf16] == [t.text for t in fp32]  # a confident model: same translations
+    for t in bf16:
+        assert all(abs(sum(row) - 1) < 1e-2 for row in t.attention)  # softmaxes still normalise
+    with pytest.raises(ValueError, match="fp32 or bf16"):
+        model.translate(src, precision="fp16")

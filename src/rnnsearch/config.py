@@ -127,6 +127,7 @@ class DecodeConfig:
     batch_size: int = 64  # sentences per decoding batch
     n_best: int = 1  # hypotheses returned per sentence (<= beam)
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: matrix products in bf16 (autocast), log-softmax in fp32
 
 
 @dataclass

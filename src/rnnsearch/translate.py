@@ -60,7 +60,7 @@ class Translator:
 
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
-                  batch_size: Optional[int] = None, attention: bool = True,
+                  batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
                   ) -> list[Translation] | list[list[Translation]]:
         """Translate sentences; an empty sentence gives an empty translation.
 
@@ -82,8 +82,13 @@ class Translator:
             for start in range(0, len(ids), limit):
                 pieces.append(ids[start:start + limit])
                 owner.append(k)
-        hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
-                            max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention)
+        precision = precision or d.precision
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+        # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
+                                max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)] * n_best
                                         for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
