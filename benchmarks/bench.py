@@ -203,15 +203,16 @@ def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
         save_tokenizers(spm_dir, cfg.vocab, *build_tokenizers(cfg.vocab, *texts["train"], cfg.train.seed))
     src_tok, tgt_tok = load_tokenizers(spm_dir, cfg.vocab)
     data.mkdir(parents=True, exist_ok=True)
+    pieces = {}  # (split, side) -> each line's pieces
     for split, (src, tgt) in texts.items():
         for side, lines, tok in (("src", src, src_tok), ("tgt", tgt, tgt_tok)):
+            pieces[split, side] = [tok.sp.encode(x, out_type=str) for x in lines]
             (data / f"{split}.raw.{side}").write_text("".join(x + "\n" for x in lines))
-            (data / f"{split}.{side}").write_text(
-                "".join(" ".join(tok.sp.encode(x, out_type=str)) + "\n" for x in lines))
-    pieces = lambda split, side: [len(x.split()) for x in (data / f"{split}.{side}").read_text().splitlines()]  # noqa: E731
-    src_n, tgt_n = pieces("train", "src"), pieces("train", "tgt")
+            (data / f"{split}.{side}").write_text("".join(" ".join(p) + "\n" for p in pieces[split, side]))
+    src_n = [len(p) for p in pieces["train", "src"]]
+    tgt_n = [len(p) for p in pieces["train", "tgt"]]
     # the anchors build their vocabularies from the pieces that occur, plus their specials
-    tgt_types = len({p for x in (data / "train.tgt").read_text().split("\n") for p in x.split()}) + 4
+    tgt_types = len({x for p in pieces["train", "tgt"] for x in p}) + 4
     return {"dir": data, "spm": spm_dir, "tgt_tok": tgt_tok, "test_refs": texts["test"][1],
             "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok), "anchor_tgt_vocab": tgt_types,
             "src_per_tgt": sum(src_n) / (sum(tgt_n) + len(tgt_n)), "mean_src_len": sum(src_n) / len(src_n)}
@@ -248,24 +249,14 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
 
 
-def translate_worker(args) -> None:
-    """Load a model, translate a file (timed without the load), write the output, print JSON."""
-    from rnnsearch.translate import load
-
-    translator = load(args.model, device="cpu")
-    lines = Path(args.input).read_text().splitlines()
-    start = time.perf_counter()
-    out = translator.translate(lines, beam=args.beam, batch_size=64, attention=False,
-                               alpha=1.0 if args.beam > 1 else 0.0)
-    seconds = time.perf_counter() - start
-    Path(args.output).write_text("".join(t.text + "\n" for t in out))
-    print(json.dumps({"seconds": seconds}))
-
-
-def rnnsearch_translate(model: str, src: Path, out: Path, beam: int) -> dict:
-    done = anchors.run([sys.executable, __file__, "--translate-worker", "--model", model, "--input", str(src),
-                        "--output", str(out), "--beam", str(beam)], out.with_suffix(".log"))
-    seconds = json.loads(done.output.strip().splitlines()[-1])["seconds"]
+def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int) -> dict:
+    """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
+    load not) and writes the translations."""
+    done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
+                        "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu"],
+                       out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
+    report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
+    seconds = report["translate_seconds"]
     return {"seconds": seconds, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
 
 
@@ -308,7 +299,7 @@ def side_by_side(args) -> None:
     def translate(name: str, beam: int, out: Path) -> dict:
         model = training[name]["B"]["model"]
         if name.startswith("rnnsearch"):
-            return rnnsearch_translate(model, data["dir"] / "test.raw.src", out, beam)
+            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt", out, beam)
         if name == "opennmt":
             return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
         return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
@@ -335,6 +326,7 @@ def side_by_side(args) -> None:
         flops[name] = anchors.anchor_flops_per_target_token(SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"],
                                                             data["anchor_tgt_vocab"], data["src_per_tgt"],
                                                             data["mean_src_len"])
+    speed = lambda runs: [n_test / r["seconds"] for r in runs]  # noqa: E731  sentences/s of each round
     result = {"systems": {}, "ratios": {}}
     for name in systems:
         tr = training[name]
@@ -352,27 +344,24 @@ def side_by_side(args) -> None:
             # against the GEMM rate of the precision its matrix products ran in
             "mfu": round(mean_tok * flops[name] / ((gemm_bf16 if name.endswith("bf16") else gemm_rate) * 1e9), 3),
             "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
-            "greedy_sent_per_s": [round(n_test / d["seconds"], 1) for d in decoding[name][1]],
-            "beam5_sent_per_s": [round(n_test / d["seconds"], 1) for d in decoding[name][5]],
+            "greedy_sent_per_s": [round(x, 1) for x in speed(decoding[name][1])],
+            "beam5_sent_per_s": [round(x, 1) for x in speed(decoding[name][5])],
             "decode_peak_rss_mb": round(max(d["peak_rss_mb"] for b in (1, 5) for d in decoding[name][b]), 1),
             "bleu_greedy": bleu(hyps[1], data["test_refs"]), "bleu_beam5": bleu(hyps[5], data["test_refs"]),
             "mean_hyp_words_beam5": round(sum(len(x.split()) for x in hyps[5]) / n_test, 2),
             "train_seconds_round_B": round(tr["B"]["seconds"], 1),
         }
-    pairs = [(a, b) for a in systems if a.startswith("rnnsearch") for b in ("opennmt", "joeynmt")]
-    for mine, name in pairs:
-        ours, them = result["systems"][mine], result["systems"][name]
-        per_round = lambda key: [round(a / b, 2) for a, b in zip(  # noqa: E731
-            ours[key].values() if isinstance(ours[key], dict) else ours[key],
-            them[key].values() if isinstance(them[key], dict) else them[key])]
-        result["ratios"][f"{mine}/{name}"] = {
-            "train_tgt_tok_per_s": per_round("train_tgt_tok_per_s"),
-            "greedy_sent_per_s": [round(n_test / a["seconds"] / (n_test / b["seconds"]), 2)
-                                  for a, b in zip(decoding[mine][1], decoding[name][1])],
-            "beam5_sent_per_s": [round(n_test / a["seconds"] / (n_test / b["seconds"]), 2)
-                                 for a, b in zip(decoding[mine][5], decoding[name][5])],
-            "train_peak_rss": round(ours["train_peak_rss_mb"] / them["train_peak_rss_mb"], 2),
-        }
+    ratios = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
+    for mine in (name for name in systems if name.startswith("rnnsearch")):
+        for name in ("opennmt", "joeynmt"):
+            ours, them = result["systems"][mine], result["systems"][name]
+            result["ratios"][f"{mine}/{name}"] = {
+                "train_tgt_tok_per_s": ratios([training[mine][r]["tgt_tok_per_s"] for r in "AB"],
+                                              [training[name][r]["tgt_tok_per_s"] for r in "AB"]),
+                "greedy_sent_per_s": ratios(speed(decoding[mine][1]), speed(decoding[name][1])),
+                "beam5_sent_per_s": ratios(speed(decoding[mine][5]), speed(decoding[name][5])),
+                "train_peak_rss": round(ours["train_peak_rss_mb"] / them["train_peak_rss_mb"], 2),
+            }
     result.update({
         "corpus": "multi30k de-en", "test_sentences": n_test, "vocab": [data["src_vocab"], data["tgt_vocab"]],
         "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm], "gemm_gflops_bf16": round(gemm_bf16, 1),
@@ -401,15 +390,8 @@ def main() -> None:
     ap.add_argument("--test-sentences", type=int, default=0, help="side by side: first N test sentences (0: all)")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false",
                     help="side by side: leave out rnnsearch trained with bf16 matrix products")
-    ap.add_argument("--translate-worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--model", help=argparse.SUPPRESS)
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--output", help=argparse.SUPPRESS)
-    ap.add_argument("--beam", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.translate_worker:
-        translate_worker(args)
-    elif args.quick:
+    if args.quick:
         quick(args)
     else:
         side_by_side(args)

@@ -54,7 +54,7 @@ class GRU(nn.Module):
         n = self.hidden
         u_rz, u_h = self.recurrent() if recurrent is None else recurrent
         x_rz, x_h = x_proj.split([2 * n, n], -1)
-        if self.reset_after:
+        if self.reset_after:  # here recurrent() gave all of Uᵀ: one product, split after
             hu_rz, hu_h = torch.addmm(self.U.bias, h, u_rz).split([2 * n, n], -1)
             r, z = torch.sigmoid(x_rz + hu_rz).chunk(2, -1)
             cand = torch.tanh(x_h + r * hu_h)
