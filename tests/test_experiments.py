@@ -85,3 +85,18 @@ def test_overrides_reach_every_model_and_get_their_own_pool(tmp_path):
 
     with pytest.raises(ConfigError, match="model.hiden"):
         run_experiment("reverse", overrides=["model.hiden=16"], **kw)
+
+
+def test_a_step_budget_trains_every_model_that_many_steps(tmp_path):
+    kw = dict(corpus="synthetic", out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6, max_clauses=1)
+    r = run_experiment("scores", steps=7, **kw)
+    assert [s["train_steps"] for s in r["systems"]] == [7] * 4
+    assert all(s["config"]["train"]["max_minutes"] == 0 for s in r["systems"])  # no clock: a busy machine changes nothing
+    assert r["steps_per_model"] == 7 and "minutes_per_model" not in r
+    assert "7 training steps per model" in (tmp_path / "scores" / "results.md").read_text()
+    timed = run_experiment("scores", minutes=0.01, **kw)  # another budget, other models
+    assert not {s["model_dir"] for s in timed["systems"]} & {s["model_dir"] for s in r["systems"]}
+    from rnnsearch.io import DataError
+
+    with pytest.raises(DataError, match="budget must be positive"):
+        run_experiment("scores", steps=-1, **kw)

@@ -334,7 +334,7 @@ def cmd_experiment(args) -> None:
 
     r = run_experiment(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
                        data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
-                       test_sentences=args.test_sentences, overrides=args.set or [])
+                       test_sentences=args.test_sentences, overrides=args.set or [], steps=args.budget_steps)
     from .experiments import results_markdown
 
     print(results_markdown(r))
@@ -484,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=["length-curve", "reverse", "scores"])
     p.add_argument("--corpus", default="synthetic", choices=["synthetic", "europarl-it-en", "multi30k-de-en"])
     p.add_argument("--budget-minutes", type=float, default=3.0, help="training minutes per model")
+    p.add_argument("--budget-steps", type=int, default=0,
+                   help="training steps per model instead of minutes: the same budget on a busy or a faster machine")
     p.add_argument("--out", help="directory shared by the experiments on a corpus (default experiments/CORPUS): "
                    "data, models/ (finished ones are reused), NAME/ results")
     p.add_argument("--data", default="../shared/data", help="directory holding the real corpora")

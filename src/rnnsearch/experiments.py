@@ -5,7 +5,8 @@
     scores        additive vs dot vs general vs scaled dot: BLEU, speed, attention sharpness
 
 Every model of an experiment gets the same size and the same training budget (wall-clock
-minutes); its validation curve is kept so that an undertrained model is visible as such.
+minutes, or a number of steps, which other work on the machine cannot shorten); its validation
+curve is kept so that an undertrained model is visible as such.
 All experiments on a corpus share one directory (default ``experiments/CORPUS``): the data,
 a pool of models named by a hash of their full config (RNNsearch-50 of the length curve is
 also the unreversed RNNsearch of ``reverse`` and the additive model of ``scores``), and one
@@ -114,15 +115,17 @@ def _subsample(paths: dict, split: str, n: int, seed: int, d: Path, corpus: str)
     paths.update({f"{split}.{side}": str(t) for side, t in targets.items()})
 
 
-def _base(corpus: str, paths: dict, minutes: float, seed: int) -> dict:
+def _base(corpus: str, paths: dict, minutes: float, steps: int, seed: int) -> dict:
     word = corpus == "synthetic"
+    # a step budget replaces the minutes (max_steps only appears then: older pools keep their names)
+    budget = {"max_minutes": 0.0, "max_steps": steps} if steps else {"max_minutes": minutes}
     return {
         "data": {"train_src": paths["train.src"], "train_tgt": paths["train.tgt"], "valid_src": paths["valid.src"],
                  "valid_tgt": paths["valid.tgt"], "max_len": 80, "valid_bleu_sentences": 200},
         "vocab": {"kind": "word" if word else "bpe", "size": 1000 if word else 8000},
         "model": dict(SIZE, dropout_emb=0.2, dropout_hidden=0.2, dropout_readout=0.2),
         "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket", "max_epochs": 1000,
-                  "max_minutes": minutes, "valid_every": 0 if word else 400, "seed": seed, "progress": False},
+                  **budget, "valid_every": 0 if word else 400, "seed": seed, "progress": False},
         "decode": {"beam": 5},
     }
 
@@ -135,13 +138,14 @@ def _mean_entropy(weights: list) -> float:
 def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
                    data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
                    buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5,
-                   overrides: list[str] = ()) -> dict:
+                   overrides: list[str] = (), steps: int = 0) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
     `overrides` (``model.hidden=512``, ``train.device=cuda``) apply to every model; what sets the
     experiment's systems apart (architecture, score, length limit, reversal) cannot be overridden.
-    Models of other settings get other pool directories, so sizes never mix.
+    Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
+    every model that many training steps instead of `minutes` of wall clock.
     """
     from .checkpoint import read_config
     from .plotting import plot_length_curves, plot_training_curves
@@ -150,13 +154,16 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
 
     if name not in NAMES:
         raise DataError(f"unknown experiment {name!r} (choose from {', '.join(NAMES)})")
+    if steps < 0 or (not steps and minutes <= 0):
+        raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps})")
     root = Path(out_dir or f"experiments/{corpus}")
     out = root / name
     paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
-    base = apply_overrides(_base(corpus, paths, minutes, seed), list(overrides))
+    base = apply_overrides(_base(corpus, paths, minutes, steps, seed), list(overrides))
     config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training
-    results = {"experiment": name, "corpus": corpus, "minutes_per_model": minutes, "seed": seed,
+    results = {"experiment": name, "corpus": corpus, "seed": seed,
+               **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
                "overrides": list(overrides),
                "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
     for label, system in _systems(name).items():
@@ -207,7 +214,9 @@ def results_markdown(r: dict) -> str:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")
     sig = r["systems"][0].get("bleu_signature", "")
-    return (f"{r['experiment']} on {r['corpus']}, {r['minutes_per_model']} minutes of training per model, "
+    budget = (f"{r['steps_per_model']} training steps" if r.get("steps_per_model")
+              else f"{r['minutes_per_model']} minutes of training")
+    return (f"{r['experiment']} on {r['corpus']}, {budget} per model, "
             f"seed {r['seed']}, {r['test_sentences']} test sentences"
             + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
             + "; BLEU per bucket with (sentences); "
