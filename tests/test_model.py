@@ -140,3 +140,51 @@ def test_state_dropout_is_training_only_and_keeps_attention_a_distribution(optio
     assert torch.allclose(att.sum(-1), torch.ones(2, 5, dtype=att.dtype)) and (att[1, :, 4:] == 0).all()
     a.sum().backward()
     assert all(p.grad is not None for p in noisy.parameters() if p.requires_grad and p.dim() > 1)
+
+
+def _loop_only(monkeypatch):
+    import rnnsearch.gru
+    import rnnsearch.model
+
+    for mod in (rnnsearch.gru, rnnsearch.model):
+        monkeypatch.setattr(mod, "can_fuse", lambda *a, **k: False)
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
+def test_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(arch, monkeypatch):
+    """The cudnn form's encoder runs in torch's fused GRU kernel (cuDNN on a GPU): same
+    log-probabilities and the same gradient for every weight as the Python time loop."""
+    src, mask = random_batch([6, 4, 1, 5], seed=4)
+    tgt = teacher_inputs(4, 5)
+    runs = []
+    for fused in (True, False):
+        model = tiny_model(arch, gru="cudnn").train()  # dropouts are 0: train() only changes the kernel's mode
+        with monkeypatch.context() as m:
+            if not fused:
+                _loop_only(m)
+            lp, _ = model(src, mask, tgt)
+            lp.sum().backward()
+        runs.append((lp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
+    (lp_f, g_f), (lp_l, g_l) = runs
+    assert torch.allclose(lp_f, lp_l, atol=1e-12)
+    assert g_f.keys() == g_l.keys() and any(k.startswith("enc_fwd.U") for k in g_f)
+    for k in g_f:
+        assert torch.allclose(g_f[k], g_l[k], atol=1e-10), k
+
+
+def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
+    from rnnsearch.gru import GRU, can_fuse, fused_run
+
+    src, mask = random_batch([5, 3, 2])
+    cudnn, paper = GRU(4, 3, "cudnn"), GRU(4, 3, "paper")
+    assert can_fuse(cudnn, mask) and not can_fuse(paper, mask)  # the paper form has no fused kernel
+    assert not can_fuse(cudnn, mask.flip(1))  # left padding: packed sequences assume right padding
+    empty = mask.clone()
+    empty[2] = False
+    assert not can_fuse(cudnn, empty)  # a sentence with no word cannot be packed
+    cudnn.train()
+    assert not can_fuse(cudnn, mask, state_dropout=0.1) and can_fuse(cudnn.eval(), mask, state_dropout=0.1)
+    # padded positions come back as zeros; final states are each sentence's own last word's
+    (states,), (final,) = fused_run([cudnn], torch.randn(3, 5, 4), mask)
+    assert (states[~mask] == 0).all()
+    assert torch.equal(final, states[torch.arange(3), mask.sum(1) - 1])

@@ -12,6 +12,9 @@ paper's convention (z weights the *new* candidate); torch.nn.GRU uses 1 - z.
 
 The input side ``W x_i + b`` does not depend on the recurrence, so callers compute it
 for every time step in one matrix product and pass it to :meth:`GRU.cell`.
+
+An encoder of the ``cudnn`` form runs through torch's fused GRU kernel (cuDNN on a GPU, ATen's
+on a CPU) instead of a Python time loop: see :func:`fused_run`.
 """
 
 from __future__ import annotations
@@ -116,6 +119,43 @@ def _owner(root: nn.Module, param_name: str) -> nn.Module:
     return mod
 
 
+def can_fuse(gru: GRU, mask: torch.Tensor, state_dropout: float = 0.0) -> bool:
+    """Whether :func:`fused_run` applies: the cudnn form, no state dropout in training (the fused
+    kernel has none), right-padded input with at least one word per sentence."""
+    if not gru.reset_after or (state_dropout > 0 and gru.training) or mask.size(1) == 0:
+        return False
+    lengths = mask.sum(1)
+    return bool(lengths.min() > 0) and bool((mask == (torch.arange(mask.size(1), device=mask.device) < lengths[:, None])).all())
+
+
+def fused_run(grus: list[GRU], x: torch.Tensor, mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """One GRU (forward) or two (forward, backward) of the cudnn form over x (batch, len, input)
+    in torch's fused kernel, on packed sequences so each sentence stops at its own last word.
+
+    The same equations as :meth:`GRU.run`: torch's gates are [r, z, n] like ours, but its update
+    gate z' weighs the *old* state (h_i = (1 - z') ∘ h̃_i + z' ∘ h_{i-1}), so z' = 1 - z, and the z
+    rows of our weights and biases enter negated (σ(-a) = 1 - σ(a)). Returns each direction's
+    states (batch, len, hidden), zero on padding (which attention masks), and final states
+    (batch, hidden).
+    """
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    n = grus[0].hidden
+    sign = torch.ones(3 * n, dtype=x.dtype, device=x.device)
+    sign[n:2 * n] = -1
+    weights = []
+    for g in grus:
+        weights += [g.W.weight * sign[:, None], g.U.weight * sign[:, None], g.W.bias * sign, g.U.bias * sign]
+    lengths = mask.sum(1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    h0 = x.new_zeros(len(grus), x.size(0), n)
+    out, h_n = torch._VF.gru(packed.data, packed.batch_sizes, h0, weights, True, 1, 0.0, grus[0].training,
+                             len(grus) == 2)
+    states, _ = pad_packed_sequence(packed._replace(data=out), batch_first=True, total_length=x.size(1))
+    finals = h_n.index_select(1, packed.unsorted_indices) if packed.unsorted_indices is not None else h_n
+    return list(states.split(n, -1)), list(finals.unbind(0))
+
+
 def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
                       state_dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Both directions of a bidirectional GRU in one time loop (half the Python steps).
@@ -124,8 +164,12 @@ def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
     forward GRU on word t and the backward GRU on word len-1-t together: their states
     are stacked as (2, batch, hidden) and multiplied by their own U in one batched
     product. Same results as ``fwd.run`` and ``bwd.run(reverse=True)`` separately.
-    Returns forward and backward states, each (batch, len, hidden).
+    Returns forward and backward states, each (batch, len, hidden). The cudnn form goes
+    through the fused kernel where :func:`can_fuse` allows.
     """
+    if can_fuse(fwd, mask, state_dropout):
+        (f, b), _ = fused_run([fwd, bwd], x, mask)
+        return f, b
     B, S, _ = x.shape
     n = fwd.hidden
     xs = torch.stack([fwd.W(x), bwd.W(x).flip(1)])  # (2, B, S, 3n): backward in its reading order

@@ -22,7 +22,7 @@ from torch import nn
 
 from .attention import Attention, at_least_fp32
 from .config import ModelConfig
-from .gru import GRU, init_paper_, run_bidirectional
+from .gru import GRU, can_fuse, fused_run, init_paper_, run_bidirectional
 from .vocab import PAD
 
 
@@ -201,9 +201,12 @@ class RNNencdec(RNNsearch):
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         x = self.drop_emb(self.src_emb(src))
-        h0 = x.new_zeros(src.size(0), self.cfg.hidden)
-        # h_Tx: padded steps carry the state, so the final state is the last real word's
-        _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0, state_dropout=self.cfg.dropout_state)
+        if can_fuse(self.enc_fwd, src_mask, self.cfg.dropout_state):
+            _, (last,) = fused_run([self.enc_fwd], x, src_mask)
+        else:
+            h0 = x.new_zeros(src.size(0), self.cfg.hidden)
+            # h_Tx: padded steps carry the state, so the final state is the last real word's
+            _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0, state_dropout=self.cfg.dropout_state)
         context = self.drop_hidden(torch.tanh(self.V(last)))
         return Encoded(None, None, context, src_mask, torch.tanh(self.V_s(context)))
 
