@@ -188,3 +188,27 @@ def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
     (states,), (final,) = fused_run([cudnn], torch.randn(3, 5, 4), mask)
     assert (states[~mask] == 0).all()
     assert torch.equal(final, states[torch.arange(3), mask.sum(1) - 1])
+
+
+def test_compiled_time_step_equals_the_eager_one_in_value_and_gradient():
+    """train.compile: the time step through torch.compile (the aot_eager backend here: the same
+    graph capture and autograd as the default backend without a C compiler) gives the same
+    log-probabilities and gradients, for batches of two different shapes (dynamic shapes)."""
+    eager, compiled = tiny_model().train(), tiny_model().train()
+    compiled.compile_step(backend="aot_eager")
+    calls, step = [], compiled._compiled_step
+    compiled._compiled_step = lambda *a: calls.append(1) or step(*a)
+    for lengths, t in (([6, 4, 1, 5], 5), ([3, 2], 7)):
+        src, mask = random_batch(lengths, seed=5)
+        tgt = teacher_inputs(len(lengths), t)
+        out = {}
+        for name, m in (("eager", eager), ("compiled", compiled)):
+            m.zero_grad()
+            lp, attn = m(src, mask, tgt)
+            lp.sum().backward()
+            out[name] = lp.detach(), attn.detach()
+        assert torch.allclose(out["eager"][0], out["compiled"][0], atol=1e-12)
+        assert torch.allclose(out["eager"][1], out["compiled"][1], atol=1e-12)
+        for (k, p), q in zip(eager.named_parameters(), compiled.parameters()):
+            assert torch.allclose(p.grad, q.grad, atol=1e-10), k
+    assert len(calls) == 5 + 7  # every time step went through the compiled function

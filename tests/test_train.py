@@ -128,3 +128,21 @@ def test_mixed_precision_training_runs_and_learns(tmp_path, precision):
     assert all(l == l and l < 10 for l in losses) and losses[-1] < losses[0]
     # the saved weights stay fp32
     assert all(v.dtype == torch.float32 for v in load_file(str(model_dir / "model.safetensors")).values())
+
+
+def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
+    from rnnsearch.model import RNNsearch
+
+    compiled = []
+    original = RNNsearch.compile_step
+
+    def aot_eager(self, **options):  # the default backend needs a C compiler and a minute of CPU
+        compiled.append(self)
+        original(self, backend="aot_eager")
+
+    monkeypatch.setattr(RNNsearch, "compile_step", aot_eager)
+    model_dir = train(toy_config(tmp_path, "compiled", max_epochs=1, compile=True))
+    assert len(compiled) == 1 and compiled[0]._compiled_step is not None
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in records if r.get("kind") == "train"][-1] < 10
+    assert json.loads((model_dir / "config.json").read_text())["train"]["compile"] is True

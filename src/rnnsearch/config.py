@@ -114,6 +114,7 @@ class TrainConfig:
     seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
+    compile: bool = False  # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
     threads: int = 0  # torch CPU threads; 0: torch's default
     progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed

@@ -146,12 +146,12 @@ class RNNsearch(nn.Module):
             drop = torch.bernoulli(s.new_full(s.shape, keep)) / keep
         recurrent = self.decoder.recurrent()  # U split once, outside the loop
         # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
+        time_step = getattr(self, "_compiled_step", None) or self._time_step
         for x_i in x_proj.unbind(1):
             if drop is not None:
                 s = s * drop
             if enc.context is None:
-                c, alpha = self.attend(enc, s)  # from s_{i-1}
-                s_new = self.decoder.cell(x_i + self.C(c), s, recurrent)
+                s_new, c, alpha = time_step(x_i, s, enc.keys, enc.annotations, enc.src_mask, recurrent)
                 contexts.append(c)
                 alphas.append(alpha)
             else:
@@ -171,6 +171,20 @@ class RNNsearch(nn.Module):
         # Readout and output layer for all steps at once, after the loop.
         logits = self.readout(states, y_emb, context)
         return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
+
+    def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
+                   src_mask: torch.Tensor, recurrent: tuple) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One teacher-forced step of RNNsearch: c_i and α_i from s_{i-1}, then s_i from
+        [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b, hoisted). Returns s_i, c_i, α_i."""
+        c, alpha = self.attention(s, keys, annotations, src_mask)
+        return self.decoder.cell(x_i + self.C(c), s, recurrent), c, alpha
+
+    def compile_step(self, **options) -> None:
+        """Run the teacher-forced time step through ``torch.compile`` (``train.compile``): its
+        attention and GRU elementwise work fuse into fewer kernels, which matters where the
+        loop is launch-bound (GPUs). Shapes are dynamic, so batches of every size and length
+        share one compiled graph. `options` go to torch.compile (e.g. backend="aot_eager")."""
+        self._compiled_step = torch.compile(self._time_step, dynamic=True, **options)
 
     def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor):
         """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None."""

@@ -233,6 +233,9 @@ def train(cfg: Config, resume: bool = False) -> Path:
         log.info("resumed %s at step %d (epoch %d, batch %d)", model_dir, state["step"], state["epoch"],
                  state["position"])
     log.info("model %s: %s parameters", cfg.model.arch, f"{model.num_parameters():,}")
+    if t.compile:
+        model.compile_step()  # the first batches compile (seconds to a minute), the rest reuse it
+        log.info("decoder time step compiled with torch.compile")
     net = model
     if ctx.enabled:
         from torch.nn.parallel import DistributedDataParallel
