@@ -43,15 +43,23 @@ from rnnsearch.train import make_optimizer, sequence_loss  # noqa: E402
 from rnnsearch.vocab import PAD, build_tokenizers  # noqa: E402
 
 
-def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:
-    """This machine's matrix-multiply rate through torch (fp32 unless asked), for n x n x n products."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32, device: str = "cpu") -> float:
+    """This machine's matrix-multiply rate through torch (fp32 unless asked), for n x n x n products
+    (on a GPU: n 8192, where large products reach the tensor cores' rate)."""
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     for _ in range(2):
         a @ b
+    _sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
+    _sync(device)
     return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
 
 
 def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float, src_len: float) -> dict:
@@ -86,11 +94,11 @@ BENCH_CONFIG = {
 SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 
 
-def load_corpus():
-    shared = ROOT.parent / "shared" / "data" / "multi30k"
-    if shared.exists():
-        train = read_parallel(shared / "train.de.gz", shared / "train.en.gz")
-        test = read_parallel(shared / "test_2016_flickr.de.gz", shared / "test_2016_flickr.en.gz")
+def load_corpus(corpus: Path):
+    """Multi30k De→En from `corpus` when it is there, else the built-in English→Chinese corpus."""
+    if (corpus / "train.de.gz").exists() or (corpus / "train.de").exists():
+        train = read_parallel(_find(corpus, "train.de"), _find(corpus, "train.en"))
+        test = read_parallel(_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en"))
         return "multi30k de-en", train, test
     from rnnsearch.democorpus import generate
 
@@ -100,72 +108,104 @@ def load_corpus():
 
 
 def quick(args) -> None:
-    """rnnsearch alone, in this process: one JSON object."""
+    """rnnsearch alone, in this process: one JSON object. On a GPU (--device cuda) the same
+    loop with the options a GPU run wants: --precision bf16, --gru cudnn (fused encoder),
+    --compile (compiled time step), --batch-tokens N."""
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus()
-    cfg = config_from_dict(BENCH_CONFIG)
+    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(Path(args.corpus))
+    raw = json.loads(json.dumps(BENCH_CONFIG))
+    raw["model"]["gru"] = args.gru
+    cfg = config_from_dict(raw)
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
+    if args.compile:
+        model.compile_step()
     optimizer = make_optimizer(cfg, model.parameters())
-    batches = make_batches(data, 64, "sentences", "bucket", seed=0)
+    if args.batch_tokens:
+        batches = make_batches(data, args.batch_tokens, "tokens", "bucket", seed=0)
+    else:
+        batches = make_batches(data, 64, "sentences", "bucket", seed=0)
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
 
-    # training: warm up on 5 batches, then time whole steps for train_seconds
+    # training: warm up (compiling, where asked, happens here), then time whole steps for train_seconds
     model.train()
+    warmup = args.warmup_steps or (30 if args.compile else 5)
     tokens = src_tokens = steps = 0
     start = None
     for k, idx in enumerate(batches * 10):
-        if k == 5:
+        if k == warmup:
+            _sync(device)
             start = time.perf_counter()
-            tokens = src_tokens = 0
+            tokens = src_tokens = steps = 0
         batch = collate([data.examples[i] for i in idx]).to(device)
-        logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-        loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / batch.n_tgt_tokens
+        with autocast:
+            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / batch.n_tgt_tokens
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         tokens += batch.n_tgt_tokens
-        src_tokens += int(batch.src_mask.sum())
+        src_tokens += int(batch.src_mask.sum())  # a sync per step on a GPU, as train's logging has
         steps += 1
         if start is not None and time.perf_counter() - start >= args.train_seconds:
             break
+    _sync(device)
     seconds = time.perf_counter() - start
     tok_s = tokens / seconds
     mean_src = sum(len(e.src) for e in data.examples) / len(data)
     flops = flops_per_target_token(cfg.model, len(tgt_tok), src_tokens / tokens, mean_src)
-    gemm = gemm_gflops()
+    gpu = device.type == "cuda"
+    gemm = gemm_gflops(8192 if gpu else 1024, device=args.device,
+                       dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
 
-    # decoding: sentences sorted by length in batches of 64, as rnnsearch translate does
+    # decoding: sentences sorted by length in batches, as rnnsearch translate does
     model.eval()
     sents = test_src[: args.decode_sentences]
     ids = [src_tok.encode(s) for s in sents]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     speed = {}
     for beam in (1, 5):
-        begin = time.perf_counter()
-        for b in range(0, len(order), 64):
-            rows = [ids[i] for i in order[b:b + 64]]
-            width = max(len(r) for r in rows)
-            src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)
-            beam_search(model, src, src != PAD, beam=beam, alpha=1.0 if beam > 1 else 0.0, with_attention=False)
+        for timed in (False, True):  # one untimed pass: warm-up (kernels, allocator) on a GPU
+            _sync(device)
+            begin = time.perf_counter()
+            for b in range(0, len(order), args.decode_batch):
+                rows = [ids[i] for i in order[b:b + args.decode_batch]]
+                width = max(len(r) for r in rows)
+                src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)
+                with autocast:
+                    beam_search(model, src, src != PAD, beam=beam, alpha=1.0 if beam > 1 else 0.0,
+                                with_attention=False)
+            _sync(device)
+            if timed or not gpu:
+                break
         speed[beam] = len(sents) / (time.perf_counter() - begin)
 
     result = {
-        "corpus": name, "device": str(device), "threads": torch.get_num_threads(),
-        "parameters": model.num_parameters(), "train_steps_timed": steps - 5,
+        "corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
+        "threads": torch.get_num_threads(), "precision": args.precision, "gru": args.gru,
+        "compile": args.compile, "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else "64 sentences",
+        "parameters": model.num_parameters(), "train_steps_timed": steps,
         "train_tgt_tok_per_s": round(tok_s, 1),
         "flops_per_tgt_tok": round(flops["train_mflop"] * 1e6),
         "gemm_gflops": round(gemm, 1),
         "mfu": round(tok_s * flops["train_mflop"] * 1e6 / (gemm * 1e9), 3),
+        "decode_sentences": len(sents), "decode_batch": args.decode_batch,
         "greedy_sent_per_s": round(speed[1], 1), "beam5_sent_per_s": round(speed[5], 1),
+        "beam5_seconds": round(len(sents) / speed[5], 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
     }
+    if gpu:
+        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
     print(json.dumps(result, indent=1))
 
 
@@ -380,8 +420,18 @@ def main() -> None:
     ap.add_argument("--decode-sentences", type=int, default=200, help="--quick: test sentences decoded")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="--quick: matrix products in bf16 (autocast) in training and decoding; mfu against bf16 GEMM")
+    ap.add_argument("--gru", choices=["paper", "cudnn"], default="paper",
+                    help="--quick: GRU form; cudnn runs the encoder in torch's fused kernel")
+    ap.add_argument("--compile", action="store_true", help="--quick: torch.compile the decoder's time step")
+    ap.add_argument("--batch-tokens", type=int, default=0, help="--quick: batches of N padded target tokens "
+                    "instead of 64 sentences")
+    ap.add_argument("--warmup-steps", type=int, default=0, help="--quick: untimed steps (default 5, 30 with --compile)")
+    ap.add_argument("--decode-batch", type=int, default=64, help="--quick: sentences per decoding batch")
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "multi30k"),
-                    help="side by side: a Multi30k directory (train/val/test_2016_flickr .de/.en)")
+                    help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); --quick falls "
+                         "back to the built-in corpus without it")
     ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"), help="side by side: working directory")
     ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench", help="side by side: the anchors' virtualenvs")
     ap.add_argument("--short-steps", type=int, default=200, help="side by side: steps of training round A")
