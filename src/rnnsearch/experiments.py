@@ -196,7 +196,8 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
     atomic_write_text(out / "results.md", results_markdown(results))
     plot_length_curves({s["label"]: s["by_length"] for s in results["systems"]}, out / "by_length.png",
                        title=f"{name} on {corpus}: BLEU by source length")
-    plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png")
+    plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png",
+                         budget=f"{steps} steps" if steps else f"{minutes:g}-minute budget")
     return results
 
 

@@ -123,8 +123,9 @@ def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
     return _save(fig, path)
 
 
-def plot_training_curves(curves: dict[str, list[dict]], path: str | Path) -> Path:
-    """Validation BLEU (or loss) against training step, one line per system: is anything undertrained?"""
+def plot_training_curves(curves: dict[str, list[dict]], path: str | Path, budget: str = "wall-clock budget") -> Path:
+    """Validation BLEU (or loss) against training step, one line per system: is anything undertrained?
+    `budget` names what every system was given, for the title."""
     _, plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     use_bleu = all(r.get("valid_bleu") is not None for c in curves.values() for r in c)
@@ -133,7 +134,7 @@ def plot_training_curves(curves: dict[str, list[dict]], path: str | Path) -> Pat
                 marker=".", label=name)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation BLEU (greedy)" if use_bleu else "validation loss")
-    ax.set_title("training curves (same wall-clock budget each)")
+    ax.set_title(f"training curves (same {budget} each)")
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, path)
