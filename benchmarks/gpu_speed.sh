@@ -5,11 +5,13 @@
 #   DATA=path/to/multi30k OUT=results-dir bash benchmarks/gpu_speed.sh
 #   VARIANTS="fp32 bf16-cudnn" SECONDS_EACH=20 M30=1 MINUTES=6 ...   (defaults below)
 # A variant that fails is logged and the next one runs: every JSON that exists is a measurement.
+# DEVICE=cpu rehearses the whole script on a CPU (its figures are then CPU figures).
 set -uo pipefail
 DATA=${DATA:-../shared/data/multi30k}
 OUT=${OUT:-runs/gpu-speed}
 SECONDS_EACH=${SECONDS_EACH:-20}
 VARIANTS=${VARIANTS:-"fp32 bf16 bf16-cudnn bf16-cudnn-compile bf16-cudnn-compile-tok"}
+DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -17,7 +19,7 @@ PY=${PYTHON:-python3}
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"; } | tee "$OUT/machine.txt"
 
 for v in $VARIANTS; do
-  args=(--quick --device cuda --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000 --decode-batch 1000)
+  args=(--quick --device "$DEVICE" --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000 --decode-batch 1000)
   case $v in
     fp32) ;;
     bf16) args+=(--precision bf16) ;;
@@ -38,6 +40,6 @@ for v in $VARIANTS; do
 done
 
 if [ "${M30:-0}" = 1 ]; then
-  OUT="$OUT/multi30k" DATA="$DATA" MINUTES="${MINUTES:-6}" bash benchmarks/gpu_multi30k.sh --set train.device=cuda \
+  OUT="$OUT/multi30k" DATA="$DATA" MINUTES="${MINUTES:-6}" bash benchmarks/gpu_multi30k.sh --set train.device="$DEVICE" \
     --set train.precision=bf16 --set model.gru=cudnn --set train.compile=true
 fi
