@@ -94,8 +94,15 @@ BENCH_CONFIG = {
 SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 
 
-def load_corpus(corpus: Path):
-    """Multi30k De→En from `corpus` when it is there, else the built-in English→Chinese corpus."""
+SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+
+
+def load_corpus(corpus: Path | None):
+    """Multi30k De→En from `corpus` (default: ../shared/data/multi30k when it is there, else the
+    built-in English→Chinese corpus). A corpus asked for by name must exist."""
+    if corpus is not None and not (corpus / "train.de.gz").exists() and not (corpus / "train.de").exists():
+        raise SystemExit(f"bench: {corpus} has no train.de(.gz); give --corpus a Multi30k directory")
+    corpus = corpus or SHARED_MULTI30K
     if (corpus / "train.de.gz").exists() or (corpus / "train.de").exists():
         train = read_parallel(_find(corpus, "train.de"), _find(corpus, "train.en"))
         test = read_parallel(_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en"))
@@ -115,7 +122,7 @@ def quick(args) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(Path(args.corpus))
+    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(Path(args.corpus) if args.corpus else None)
     raw = json.loads(json.dumps(BENCH_CONFIG))
     raw["model"]["gru"] = args.gru
     cfg = config_from_dict(raw)
@@ -312,7 +319,7 @@ def side_by_side(args) -> None:
     # its ratios are reported too, but the like-for-like comparison is fp32 against fp32
     systems = ["rnnsearch", "opennmt", "joeynmt"]
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
-    data = prepare_data(Path(args.corpus), work, args.test_sentences)
+    data = prepare_data(Path(args.corpus or SHARED_MULTI30K), work, args.test_sentences)
     test_src = data["dir"] / "test.src"
     n_test = len(data["test_refs"])
     gemm = [gemm_gflops()]
@@ -429,9 +436,8 @@ def main() -> None:
                     "instead of 64 sentences")
     ap.add_argument("--warmup-steps", type=int, default=0, help="--quick: untimed steps (default 5, 30 with --compile)")
     ap.add_argument("--decode-batch", type=int, default=64, help="--quick: sentences per decoding batch")
-    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "multi30k"),
-                    help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); --quick falls "
-                         "back to the built-in corpus without it")
+    ap.add_argument("--corpus", help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); "
+                    "default ../shared/data/multi30k, where --quick falls back to the built-in corpus if absent")
     ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"), help="side by side: working directory")
     ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench", help="side by side: the anchors' virtualenvs")
     ap.add_argument("--short-steps", type=int, default=200, help="side by side: steps of training round A")

@@ -67,3 +67,15 @@ def test_anchor_flops_grow_with_the_decoder_and_the_vocabulary():
     ours = bench.flops_per_target_token(ModelConfig(emb=256, hidden=256, align=256, maxout=512), 8000, 1.0, 14.0)
     assert base > ours["train_mflop"] * 1e6
     assert torch.get_num_threads() >= 1
+
+
+def test_quick_reads_the_corpus_it_is_given_and_refuses_a_missing_one(tmp_path):
+    for split, n in (("train", 3), ("test_2016_flickr", 2)):
+        for lang in ("de", "en"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"{lang} {split} {i}\n" for i in range(n)))
+    name, (train_src, train_tgt), (test_src, _) = bench.load_corpus(tmp_path)
+    assert name == "multi30k de-en" and train_src[2] == "de train 2" and train_tgt[0] == "en train 0"
+    assert test_src == ["de test_2016_flickr 0", "de test_2016_flickr 1"]
+    # a corpus asked for by name never silently becomes the built-in one (a mis-carried copy on a device)
+    with pytest.raises(SystemExit, match="has no train.de"):
+        bench.load_corpus(tmp_path / "missing")
