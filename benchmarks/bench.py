@@ -300,7 +300,8 @@ def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int) 
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
     load not) and writes the translations."""
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
-                        "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu"],
+                        "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
+                        "--batch-size", str(SIZES["batch"])],  # the anchors' batch, not our default
                        out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
     seconds = report["translate_seconds"]
