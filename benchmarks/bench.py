@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import anchors  # noqa: E402
-from rnnsearch.config import ModelConfig, config_from_dict  # noqa: E402
+from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
 from rnnsearch.data import ParallelData, collate, make_batches, read_parallel  # noqa: E402
 from rnnsearch.model import build_model  # noqa: E402
-from rnnsearch.search import beam_search  # noqa: E402
 from rnnsearch.train import make_optimizer, sequence_loss  # noqa: E402
+from rnnsearch.translate import Translator  # noqa: E402
 from rnnsearch.vocab import PAD, build_tokenizers  # noqa: E402
 
 
@@ -123,9 +123,7 @@ def quick(args) -> None:
     torch.manual_seed(0)
     device = torch.device(args.device)
     name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(Path(args.corpus) if args.corpus else None)
-    raw = json.loads(json.dumps(BENCH_CONFIG))
-    raw["model"]["gru"] = args.gru
-    cfg = config_from_dict(raw)
+    cfg = config_from_dict(merge_dicts(BENCH_CONFIG, {"model": {"gru": args.gru}}))
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
@@ -135,7 +133,7 @@ def quick(args) -> None:
     if args.batch_tokens:
         batches = make_batches(data, args.batch_tokens, "tokens", "bucket", seed=0)
     else:
-        batches = make_batches(data, 64, "sentences", "bucket", seed=0)
+        batches = make_batches(data, SIZES["batch"], "sentences", "bucket", seed=0)
     dtype = torch.bfloat16 if args.precision == "bf16" else None
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
     if device.type == "cuda":
@@ -173,23 +171,17 @@ def quick(args) -> None:
     gemm = gemm_gflops(8192 if gpu else 1024, device=args.device,
                        dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
 
-    # decoding: sentences sorted by length in batches, as rnnsearch translate does
+    # decoding: rnnsearch translate's own path (sorted by length, batched, autocast for bf16)
     model.eval()
+    translator = Translator(cfg, model, src_tok, tgt_tok, device)
     sents = test_src[: args.decode_sentences]
-    ids = [src_tok.encode(s) for s in sents]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     speed = {}
     for beam in (1, 5):
         for timed in (False, True):  # one untimed pass: warm-up (kernels, allocator) on a GPU
             _sync(device)
             begin = time.perf_counter()
-            for b in range(0, len(order), args.decode_batch):
-                rows = [ids[i] for i in order[b:b + args.decode_batch]]
-                width = max(len(r) for r in rows)
-                src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)
-                with autocast:
-                    beam_search(model, src, src != PAD, beam=beam, alpha=1.0 if beam > 1 else 0.0,
-                                with_attention=False)
+            translator.translate(sents, beam=beam, batch_size=args.decode_batch, attention=False,
+                                 precision=args.precision)
             _sync(device)
             if timed or not gpu:
                 break
@@ -198,7 +190,7 @@ def quick(args) -> None:
     result = {
         "corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
         "threads": torch.get_num_threads(), "precision": args.precision, "gru": args.gru,
-        "compile": args.compile, "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else "64 sentences",
+        "compile": args.compile, "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else f"{SIZES['batch']} sentences",
         "parameters": model.num_parameters(), "train_steps_timed": steps,
         "train_tgt_tok_per_s": round(tok_s, 1),
         "flops_per_tgt_tok": round(flops["train_mflop"] * 1e6),
