@@ -197,8 +197,15 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
     plot_length_curves({s["label"]: s["by_length"] for s in results["systems"]}, out / "by_length.png",
                        title=f"{name} on {corpus}: BLEU by source length")
     plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png",
-                         budget=f"{steps} steps" if steps else f"{minutes:g}-minute budget")
+                         budget=budget_text(results))
     return results
+
+
+def budget_text(r: dict) -> str:
+    """What every model of results `r` was given: "5000 training steps" or "3.0 minutes of training"."""
+    if r.get("steps_per_model"):
+        return f"{r['steps_per_model']} training steps"
+    return f"{r['minutes_per_model']} minutes of training"
 
 
 def results_markdown(r: dict) -> str:
@@ -215,9 +222,7 @@ def results_markdown(r: dict) -> str:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")
     sig = r["systems"][0].get("bleu_signature", "")
-    budget = (f"{r['steps_per_model']} training steps" if r.get("steps_per_model")
-              else f"{r['minutes_per_model']} minutes of training")
-    return (f"{r['experiment']} on {r['corpus']}, {budget} per model, "
+    return (f"{r['experiment']} on {r['corpus']}, {budget_text(r)} per model, "
             f"seed {r['seed']}, {r['test_sentences']} test sentences"
             + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
             + "; BLEU per bucket with (sentences); "

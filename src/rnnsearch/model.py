@@ -72,6 +72,7 @@ class RNNsearch(nn.Module):
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
+        self._compiled_step = None  # compile_step() sets it (train.compile)
         init_paper_(self)
         with torch.no_grad():  # keep <pad> rows zero after the paper's initialisation
             self.src_emb.weight[PAD].zero_()
@@ -146,7 +147,7 @@ class RNNsearch(nn.Module):
             drop = torch.bernoulli(s.new_full(s.shape, keep)) / keep
         recurrent = self.decoder.recurrent()  # U split once, outside the loop
         # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
-        time_step = getattr(self, "_compiled_step", None) or self._time_step
+        time_step = self._compiled_step or self._time_step
         for x_i in x_proj.unbind(1):
             if drop is not None:
                 s = s * drop

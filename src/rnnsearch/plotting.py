@@ -123,7 +123,8 @@ def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
     return _save(fig, path)
 
 
-def plot_training_curves(curves: dict[str, list[dict]], path: str | Path, budget: str = "wall-clock budget") -> Path:
+def plot_training_curves(curves: dict[str, list[dict]], path: str | Path,
+                         budget: str = "the same wall-clock budget") -> Path:
     """Validation BLEU (or loss) against training step, one line per system: is anything undertrained?
     `budget` names what every system was given, for the title."""
     _, plt = _matplotlib()
@@ -134,7 +135,7 @@ def plot_training_curves(curves: dict[str, list[dict]], path: str | Path, budget
                 marker=".", label=name)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation BLEU (greedy)" if use_bleu else "validation loss")
-    ax.set_title(f"training curves (same {budget} each)")
+    ax.set_title(f"training curves ({budget} each)")
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, path)
