@@ -85,6 +85,64 @@ def test_result_does_not_depend_on_the_batch():
     assert [h.tokens for h in pair[1]] == [h.tokens for h in together[0]]
 
 
+def test_in_flight_batching_gives_what_decoding_all_at_once_gives():
+    """With fewer places than sentences, newcomers join while others are still decoding (into a
+    batch padded to their longer or shorter sources): every sentence's n-best, scores and
+    attention are those of decoding all of them together."""
+    model = tiny_model(double=True, scale=0.8, seed=7)
+    lengths = [3, 7, 2, 5, 4, 6, 1]
+    src, mask = random_batch(lengths, seed=12)
+    together = beam_search(model, src, mask, beam=3, n_best=2)
+    steps = []  # the previous words of each step's rows
+    step = model.step
+    model.step = lambda enc, state, y: (steps.append(y.clone()), step(enc, state, y))[1]
+    try:
+        flowing = beam_search(model, src, mask, beam=3, n_best=2, batch_size=2)
+    finally:
+        del model.step
+    for i, n in enumerate(lengths):
+        for a, b in zip(flowing[i], together[i]):
+            assert a.tokens == b.tokens
+            assert a.score == pytest.approx(b.score, abs=1e-9)
+            assert a.log_prob == pytest.approx(b.log_prob, abs=1e-9)
+            assert len(a.attention) == len(a.tokens) + 1 and all(len(row) == n for row in a.attention)
+            assert a.attention == [pytest.approx(row, abs=1e-12) for row in b.attention]
+    assert max(y.numel() for y in steps) == 2 * 3  # never more than two sentences in flight
+    # newcomers (rows starting from <s>) joined sentences that were already decoding
+    assert sum(bool((y == BOS).any() and (y != BOS).any()) for y in steps) >= 3
+
+
+def test_in_flight_history_is_dropped_once_no_sentence_needs_it(monkeypatch):
+    """The words kept per row reach back only to when the oldest sentence in flight joined,
+    however long the stream."""
+    from rnnsearch import search
+
+    model = tiny_model(double=False, scale=0.8, seed=7)
+    lengths = [3, 7, 2, 5, 4, 6, 1, 3, 5]
+    src, mask = random_batch(lengths, seed=12)
+    widths = []
+    extend = search._Batch.extend
+    monkeypatch.setattr(search._Batch, "extend", lambda self, *a: (extend(self, *a), widths.append(self.seqs.size(1))))
+    beam_search(model, src, mask, beam=2, batch_size=2)
+    longest = int(max(lengths) * 2.0) + 10 + 1  # a sentence's steps: its limit, then </s>
+    assert len(widths) > longest  # the stream ran longer than any one sentence
+    assert max(widths) <= longest
+
+
+def test_translate_in_flight_equals_one_batch(reverse_model):
+    import rnnsearch
+
+    model = rnnsearch.load(reverse_model, device="cpu")
+    src = ["w3 w14 w1 w15 w9", "w2 w6", "", "w5 w11 w7 w8 w4 w4 w9 w2", "w4", "w9 w9 w3"]
+    one = model.translate(src, beam=3, batch_size=64)
+    two = model.translate(src, beam=3, batch_size=2)
+    assert [t.text for t in two] == [t.text for t in one]
+    for a, b in zip(two, one):
+        assert a.score == pytest.approx(b.score, abs=1e-6)
+        assert a.attention == [pytest.approx(row, abs=1e-6) for row in b.attention]
+    assert two[2].text == "" and two[2].attention == []
+
+
 def test_attention_rows_and_length_limit():
     model = tiny_model(double=False, scale=0.8)
     src, mask = random_batch([3, 5], seed=1)

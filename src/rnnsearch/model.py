@@ -49,6 +49,28 @@ class Encoded:
         return Encoded(pick(self.annotations), pick(self.keys), pick(self.context),
                        pick(self.src_mask), pick(self.state))
 
+    def cat(self, other: "Encoded") -> "Encoded":
+        """Rows of self, then rows of other; the shorter source side padded (masked out) to the longer."""
+        width = max(self.src_mask.size(1), other.src_mask.size(1))
+
+        def join(a, b, along_source):
+            if a is None:
+                return None
+            if along_source:
+                a, b = _pad_source(a, width), _pad_source(b, width)
+            return torch.cat([a, b])
+
+        return Encoded(join(self.annotations, other.annotations, True), join(self.keys, other.keys, True),
+                       join(self.context, other.context, False), join(self.src_mask, other.src_mask, True),
+                       join(self.state, other.state, False))
+
+
+def _pad_source(t: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, S, ...) -> (B, width, ...) with zeros (False for a mask) after position S."""
+    if t.size(1) == width:
+        return t
+    return torch.cat([t, t.new_zeros(t.size(0), width - t.size(1), *t.shape[2:])], 1)
+
 
 class RNNsearch(nn.Module):
     """The paper's model (Appendix A). ``forward`` is teacher forcing; ``step`` decodes."""

@@ -1,20 +1,23 @@
-"""Greedy and batched beam search.
+"""Greedy and batched beam search, over a stream of sentences in flight.
 
-Sentences and beams are flattened into one batch of B*K rows; the encoder output
-(annotations and precomputed keys) is expanded to K rows once, never recomputed.
+Sentences and beams are flattened into one batch of rows, K per sentence; the encoder
+output (annotations and precomputed keys) is expanded to K rows once, never recomputed.
 
 A hypothesis that emits </s> stays in its beam, frozen: from then on it can only
 "extend" with <pad> at zero cost, so its score and length stop changing. That makes
 the finished-hypothesis bookkeeping a mask (no Python per sentence per step). A sentence
-whose K hypotheses have all finished leaves the batch, so later steps run on the
-sentences still decoding, and the loop stops when none is. Candidates are ranked by the
-length-normalised score  log p / len**alpha  at every step (alpha=0: raw log-prob),
+whose K hypotheses have all finished leaves the batch and the next sentences of the
+stream take its place (in-flight batching): every step runs on a full batch, with no
+tail of steps spent on the last few stragglers of a fixed batch. Candidates are ranked by
+the length-normalised score  log p / len**alpha  at every step (alpha=0: raw log-prob),
 so finished and growing hypotheses compete fairly. With K = 1 this is greedy search.
 
 Per step, each hypothesis first keeps its own K best words (all its extensions have the
 same length, so that order is the order of their normalised scores); the K survivors of a
 sentence are then chosen among its K x K candidates. That is exact, and all the
-bookkeeping runs on (rows, K) tensors instead of (rows, vocabulary).
+bookkeeping runs on (rows, K) tensors instead of (rows, vocabulary). Each row carries its
+own words so far (and attention rows), reordered with the survivors at every step, so a
+finished sentence's hypotheses are read off its rows with no back-pointer tracing.
 
 Each sentence has its own length limit (ratio * source length + 10, where </s> is
 forced), so the result for a sentence does not depend on the batch it is decoded in.
@@ -23,10 +26,11 @@ forced), so the result for a sentence does not depend on the batch it is decoded
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 import torch
 
+from .model import Encoded
 from .vocab import BOS, EOS, PAD
 
 
@@ -41,43 +45,50 @@ class Hypothesis:
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5, alpha: float = 1.0,
                 max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True,
-                ) -> list[list[Hypothesis]]:
+                batch_size: Optional[int] = None) -> list[list[Hypothesis]]:
     """Decode a batch of sources; returns, per sentence, its `n_best` hypotheses best first.
 
-    src, src_mask: (B, S). The model must provide ``encode`` and ``step``.
+    src, src_mask: (B, S). The model must provide ``encode`` and ``step``. At most `batch_size`
+    sentences (default: all B) decode at once, the next joining as others finish.
     """
-    B, K = src.size(0), beam
-    device = src.device
-    neg_inf = float("-inf")
-    src_len = src_mask.sum(1)
-    limit = (src_len.float() * max_len_ratio).long() + 10  # tokens before </s> is forced
-    rows = torch.arange(B * K, device=device)
-    # What the live sentences carry, K rows each; `live` maps them to their rows of B*K.
-    live = rows
-    enc = model.encode(src, src_mask).index_select(rows // K)
-    state = enc.state
-    limit = limit.repeat_interleave(K)
-    y = torch.full((B * K,), BOS, dtype=torch.long, device=device)
-    # Only beam 0 is live at the start, so the K copies do not pick the same words.
-    scores = torch.full((B, K), neg_inf, device=device)
-    scores[:, 0] = 0.0
-    scores = scores.view(-1)
-    lengths = torch.zeros(B * K, dtype=torch.long, device=device)
-    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
-    # Every sentence's final scores and lengths, written when it leaves the batch.
-    final_scores, final_lengths = scores.clone(), lengths.clone()
-    tokens_hist, back_hist, attn_hist = [], [], []
-    max_steps = int(limit.max()) + 1
-    for _ in range(max_steps):
-        n = live.numel() // K  # sentences still decoding
-        log_p, new_state, attn = model.step(enc, state, y)
+    size = max(1, batch_size or src.size(0))
+    chunks = (_trim(src[i:i + size], src_mask[i:i + size]) for i in range(0, src.size(0), size))
+    out: list = [None] * src.size(0)
+    for k, hyps in search_stream(model, chunks, beam, alpha, max_len_ratio, n_best, with_attention, size):
+        out[k] = hyps
+    return out
+
+
+def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attention: bool = True):
+    """Beam search with K = 1: the argmax word at every step."""
+    return [h[0] for h in beam_search(model, src, src_mask, beam=1, alpha=0.0,
+                                      max_len_ratio=max_len_ratio, with_attention=with_attention)]
+
+
+@torch.no_grad()
+def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], beam: int = 5, alpha: float = 1.0,
+                  max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True, capacity: int = 64,
+                  ) -> Iterator[tuple[int, list[Hypothesis]]]:
+    """Beam search over a stream of source batches (src, src_mask), at most `capacity` sentences
+    in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
+    as sentences finish. Chunks are encoded when their sentences are first needed; feed them
+    sorted by length so that sentences decoding together have similar lengths."""
+    K, neg_inf = beam, float("-inf")
+    queue = _Queue(model, iter(chunks), K, max_len_ratio)
+    refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
+    t = 0  # steps taken
+    live = queue.take(capacity, t) if queue.more() else None  # _Batch of the sentences in flight
+    while live is not None and live.n > 0:
+        n = live.n
+        log_p, new_state, attn = model.step(live.enc, live.state, live.y)
         log_p = log_p.float()
         log_p[:, BOS] = neg_inf  # never generated
         log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis
         top_lp, top_word = log_p.topk(K, dim=1)  # each hypothesis's own K best words
         # At the length limit the one candidate is </s> with its real log-probability; a
         # finished hypothesis has one candidate too, <pad> at no cost.
-        at_limit = (lengths >= limit) & ~finished
+        scores, lengths, finished = live.scores, live.lengths, live.finished
+        at_limit = (lengths >= live.limit) & ~finished
         single = at_limit | finished
         first_lp = torch.where(finished, 0.0, torch.where(at_limit, log_p[:, EOS], top_lp[:, 0]))
         first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
@@ -87,73 +98,167 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5,
         cand_len = (lengths + (~finished).long()).unsqueeze(1).float()
         ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
         top = ranked.view(n, K * K).topk(K, dim=1).indices
-        origin = (top // K + torch.arange(n, device=device).unsqueeze(1) * K).view(-1)  # which row each extends
+        origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)  # which row each extends
         word = cand_word.view(n, K * K).gather(1, top).view(-1)
-        scores = cand.view(n, K * K).gather(1, top).view(-1)
+        live.scores = cand.view(n, K * K).gather(1, top).view(-1)
         was_finished = finished.index_select(0, origin)
-        lengths = lengths.index_select(0, origin) + (~was_finished).long()
-        finished = was_finished | (word == EOS)
-        state = new_state.index_select(0, origin)
-        # History over all B*K rows: sentences that left the batch extend with <pad> in place.
-        step_words = torch.full((B * K,), PAD, dtype=torch.long, device=device)
-        step_back = rows.clone()
-        step_words[live] = word
-        step_back[live] = live.index_select(0, origin)
-        tokens_hist.append(step_words)
-        back_hist.append(step_back)
-        if with_attention and attn is not None:
-            step_attn = attn.new_zeros(B * K, attn.size(1))
-            step_attn[live] = attn.index_select(0, origin)
-            attn_hist.append(step_attn)
-        y = word
+        live.lengths = lengths.index_select(0, origin) + (~was_finished).long()
+        live.finished = was_finished | (word == EOS)
+        live.state = new_state.index_select(0, origin)
+        live.y = word
+        live.extend(origin, word, attn if with_attention else None)
+        t += 1
         # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change.
-        done = (finished | (scores == neg_inf)).view(n, K).all(1)
+        done = (live.finished | (live.scores == neg_inf)).view(n, K).all(1)
         if bool(done.any()):
-            final_scores[live], final_lengths[live] = scores, lengths
-            if bool(done.all()):
-                break
-            keep = (~done).repeat_interleave(K).nonzero().squeeze(1)
-            live, enc, state, y = live[keep], enc.index_select(keep), state[keep], y[keep]
-            scores, lengths, finished, limit = scores[keep], lengths[keep], finished[keep], limit[keep]
-    final_scores[live], final_lengths[live] = scores, lengths
-    return _collect(B, K, final_scores, final_lengths, alpha, n_best, tokens_hist, back_hist, attn_hist, src_len)
+            yield from live.results(done, alpha, n_best)
+            live = live.keep(~done)
+        if capacity - live.n >= refill and queue.more():
+            live = live.cat(queue.take(capacity - live.n, t))
 
 
-def _collect(B, K, scores, lengths, alpha, n_best, tokens_hist, back_hist, attn_hist, src_len):
-    """Trace back pointers from the final beams to build each sentence's n-best list."""
-    norm = scores / lengths.clamp(min=1).float().pow(alpha) if alpha else scores
-    norm = norm.view(B, K)
-    order = norm.argsort(dim=1, descending=True)
-    steps = len(tokens_hist)
-    tokens = torch.stack(tokens_hist).cpu()  # (steps, B*K)
-    backs = torch.stack(back_hist).cpu()
-    attn = torch.stack(attn_hist).cpu() if attn_hist else None  # (steps, B*K, S)
-    norm, scores, lengths, order = norm.cpu(), scores.cpu(), lengths.cpu(), order.cpu()
-    results = []
-    for b in range(B):
-        hyps = []
-        for rank in range(n_best):
-            k = int(order[b, rank])
-            row = b * K + k
-            toks, rows_attn = [], []
-            for t in range(steps - 1, -1, -1):
-                tok = int(tokens[t, row])
-                if tok != PAD:
-                    toks.append(tok)
-                    if attn is not None:
-                        rows_attn.append(attn[t, row, : int(src_len[b])].tolist())
-                row = int(backs[t, row])
-            toks.reverse()
-            rows_attn.reverse()
-            if toks and toks[-1] == EOS:
-                toks = toks[:-1]
-            hyps.append(Hypothesis(toks, float(norm[b, k]), float(scores[b * K + k]),
-                                   rows_attn if attn is not None else None))
-        results.append(hyps)
-    return results
+def _trim(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop trailing columns with no real word in any row (a slice of a longer batch)."""
+    real = src_mask.any(0).nonzero()
+    width = int(real[-1]) + 1 if real.numel() else src_mask.size(1)
+    return src[:, :width], src_mask[:, :width]
 
 
-def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attention: bool = True):
-    """Beam search with K = 1: the argmax word at every step."""
-    return [h[0] for h in beam_search(model, src, src_mask, beam=1, alpha=0.0,
-                                      max_len_ratio=max_len_ratio, with_attention=with_attention)]
+class _Queue:
+    """The sentences not yet in flight: chunks encoded when first needed, handed out K rows each."""
+
+    def __init__(self, model, chunks: Iterator, K: int, max_len_ratio: float):
+        self.model, self.chunks, self.K, self.ratio = model, chunks, K, max_len_ratio
+        self.enc: Optional[Encoded] = None  # the current chunk, one row per sentence
+        self.used = 0  # its sentences already handed out
+        self.first = 0  # stream position of its first sentence
+        self._load()
+
+    def _load(self) -> None:
+        while self.enc is None or self.used == self.enc.src_mask.size(0):
+            if self.enc is not None:
+                self.first += self.enc.src_mask.size(0)
+            src, mask = next(self.chunks, (None, None))
+            if src is None:
+                self.enc = None
+                return
+            self.enc, self.used = self.model.encode(src, mask), 0
+
+    def more(self) -> bool:
+        return self.enc is not None
+
+    def take(self, count: int, step: int) -> "_Batch":
+        """Up to `count` sentences as a new batch, joining at `step`."""
+        parts = []
+        while count > 0 and self.enc is not None:
+            m = min(count, self.enc.src_mask.size(0) - self.used)
+            rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
+            parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.K)), self.K,
+                                      list(range(self.first + self.used, self.first + self.used + m)),
+                                      self.ratio, step))
+            self.used += m
+            count -= m
+            self._load()
+        batch = parts[0]
+        for part in parts[1:]:
+            batch = batch.cat(part)
+        return batch
+
+
+class _Batch:
+    """Sentences in flight, K contiguous rows each. Per row: the encoder output, the decoder
+    state, the last word, score, length, finished flag and length limit, and the words (and
+    attention rows) so far in `seqs` (`attn`), whose column 0 is step `base`."""
+
+    def __init__(self, K, enc, state, y, scores, lengths, finished, limit, seqs, attn, ids, src_len, joined, base):
+        self.K, self.enc, self.state, self.y = K, enc, state, y
+        self.scores, self.lengths, self.finished, self.limit = scores, lengths, finished, limit
+        self.seqs, self.attn, self.base = seqs, attn, base
+        self.ids, self.src_len, self.joined = ids, src_len, joined  # per sentence: Python lists
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float, step: int) -> "_Batch":
+        """Newcomers: enc has K rows per sentence; only beam 0 is live, so the K copies do not
+        pick the same words."""
+        rows, device = enc.src_mask.size(0), enc.src_mask.device
+        src_len = enc.src_mask.sum(1)
+        limit = (src_len.float() * ratio).long() + 10  # tokens before </s> is forced
+        scores = torch.full((rows // K, K), float("-inf"), device=device)
+        scores[:, 0] = 0.0
+        return cls(K, enc, enc.state, torch.full((rows,), BOS, dtype=torch.long, device=device),
+                   scores.view(-1), torch.zeros(rows, dtype=torch.long, device=device),
+                   torch.zeros(rows, dtype=torch.bool, device=device), limit,
+                   torch.empty(rows, 0, dtype=torch.long, device=device), None,
+                   ids, src_len[::K].tolist(), [step] * len(ids), step)
+
+    def cat(self, newcomers: "_Batch") -> "_Batch":
+        """self's sentences, then `newcomers` (no history yet: their columns so far are <pad>)."""
+        rows, width = newcomers.seqs.size(0), self.seqs.size(1)
+        seqs = torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)])
+        attn = None if self.attn is None else torch.cat([self.attn, self.attn.new_zeros(rows, width, self.attn.size(2))])
+        join = lambda a, b: torch.cat([a, b])  # noqa: E731
+        return _Batch(self.K, self.enc.cat(newcomers.enc), join(self.state, newcomers.state),
+                      join(self.y, newcomers.y), join(self.scores, newcomers.scores),
+                      join(self.lengths, newcomers.lengths), join(self.finished, newcomers.finished),
+                      join(self.limit, newcomers.limit), seqs, attn, self.ids + newcomers.ids,
+                      self.src_len + newcomers.src_len, self.joined + newcomers.joined, self.base)
+
+    def extend(self, origin: torch.Tensor, word: torch.Tensor, attn: Optional[torch.Tensor]) -> None:
+        """Reorder the histories to the survivors (row r extends row origin[r]) and append this step."""
+        if attn is not None:
+            past = _attn_or_zeros(self, attn.size(1), attn.dtype).index_select(0, origin)
+            self.attn = torch.cat([past, attn.index_select(0, origin).unsqueeze(1)], 1)
+        self.seqs = torch.cat([self.seqs.index_select(0, origin), word.unsqueeze(1)], 1)
+
+    def results(self, done: torch.Tensor, alpha: float, n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:
+        """(stream position, n-best hypotheses) of the sentences flagged in `done`."""
+        K = self.K
+        which = done.nonzero().squeeze(1)
+        rows = (which.unsqueeze(1) * K + torch.arange(K, device=which.device)).view(-1)
+        scores, lengths = self.scores.index_select(0, rows), self.lengths.index_select(0, rows)
+        norm = scores / lengths.clamp(min=1).float().pow(alpha) if alpha else scores
+        order = norm.view(-1, K).argsort(dim=1, descending=True)[:, :n_best]
+        picked = (order + torch.arange(0, rows.numel(), K, device=rows.device).unsqueeze(1)).view(-1)
+        seqs = self.seqs.index_select(0, rows.index_select(0, picked)).tolist()
+        attn = self.attn.index_select(0, rows.index_select(0, picked)) if self.attn is not None else None
+        norm, scores = norm.index_select(0, picked).tolist(), scores.index_select(0, picked).tolist()
+        for j, s in enumerate(which.tolist()):
+            hyps = []
+            for r in range(j * n_best, (j + 1) * n_best):
+                steps = [i for i, tok in enumerate(seqs[r]) if tok != PAD]
+                toks = [seqs[r][i] for i in steps]
+                rows_attn = attn[r, steps, : self.src_len[s]].tolist() if attn is not None else None
+                if toks and toks[-1] == EOS:
+                    toks = toks[:-1]
+                hyps.append(Hypothesis(toks, norm[r], scores[r], rows_attn))
+            yield self.ids[s], hyps
+
+    def keep(self, sentences: torch.Tensor) -> "_Batch":
+        """The batch without the sentences not flagged in `sentences`; history before the
+        earliest remaining sentence joined is dropped."""
+        rows = sentences.repeat_interleave(self.K).nonzero().squeeze(1)
+        kept = sentences.tolist()
+        pick = lambda xs: [x for x, k in zip(xs, kept) if k]  # noqa: E731
+        joined = pick(self.joined)
+        base = min(joined, default=self.base + self.seqs.size(1))
+        cut = base - self.base
+        attn = self.attn.index_select(0, rows)[:, cut:] if self.attn is not None else None
+        return _Batch(self.K, self.enc.index_select(rows), self.state.index_select(0, rows),
+                      self.y.index_select(0, rows), self.scores.index_select(0, rows),
+                      self.lengths.index_select(0, rows), self.finished.index_select(0, rows),
+                      self.limit.index_select(0, rows), self.seqs.index_select(0, rows)[:, cut:], attn,
+                      pick(self.ids), pick(self.src_len), joined, base)
+
+
+def _attn_or_zeros(batch: _Batch, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    """The batch's attention history (rows, steps, cols), zero-padded on the source side."""
+    if batch.attn is None:
+        return batch.seqs.new_zeros(batch.seqs.size(0), batch.seqs.size(1), cols, dtype=dtype)
+    a = batch.attn
+    if a.size(2) < cols:
+        a = torch.cat([a, a.new_zeros(a.size(0), a.size(1), cols - a.size(2))], 2)
+    return a

@@ -17,7 +17,7 @@ import torch
 
 from .checkpoint import load_model_dir
 from .data import iterate_sorted, normalize, pad
-from .search import beam_search
+from .search import search_stream
 from .vocab import PAD
 
 
@@ -103,14 +103,16 @@ class Translator:
                 batch_size: int, attention: bool) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece."""
         rev = self.cfg.data.reverse_source
-        hyps: list = [None] * len(pieces)
         self.model.eval()
-        for group in iterate_sorted(pieces, batch_size):
-            src = pad([pieces[g][::-1] if rev else pieces[g] for g in group]).to(self.device)
-            found = beam_search(self.model, src, src != PAD, beam=beam, alpha=alpha, max_len_ratio=ratio,
-                                n_best=n_best, with_attention=attention)
-            for g, nbest in zip(group, found):
-                hyps[g] = nbest
+        # Sorted by length; the search keeps `batch_size` sentences in flight, the next
+        # joining as others finish, and encodes each group when its first sentence is needed.
+        groups = list(iterate_sorted(pieces, batch_size))
+        order = [p for group in groups for p in group]
+        chunks = ((src, src != PAD) for src in
+                  (pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device) for group in groups))
+        hyps: list = [None] * len(pieces)
+        for k, nbest in search_stream(self.model, chunks, beam, alpha, ratio, n_best, attention, batch_size):
+            hyps[order[k]] = nbest
         return hyps
 
     def _result(self, pieces: list[list[int]], hyps: list, attention: bool) -> Translation:
