@@ -55,6 +55,7 @@ API = [
     ]),
     ("Search", [
         ("rnnsearch.search.beam_search", "beam_search"),
+        ("rnnsearch.search.search_stream", "search_stream"),
     ]),
     ("Scoring and alignment", [
         ("rnnsearch.evaluate.score_corpus", "score_corpus"),

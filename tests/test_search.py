@@ -95,7 +95,7 @@ def test_in_flight_batching_gives_what_decoding_all_at_once_gives():
     together = beam_search(model, src, mask, beam=3, n_best=2)
     steps = []  # the previous words of each step's rows
     step = model.step
-    model.step = lambda enc, state, y: (steps.append(y.clone()), step(enc, state, y))[1]
+    model.step = lambda enc, state, y, **kw: (steps.append(y.clone()), step(enc, state, y, **kw))[1]
     try:
         flowing = beam_search(model, src, mask, beam=3, n_best=2, batch_size=2)
     finally:
@@ -194,12 +194,22 @@ def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0):
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_batched_beam_search_equals_plain_beam_search(alpha):
-    """Top-K per hypothesis, K x K per sentence and sentences leaving the batch when done
-    give what scoring every word of every hypothesis gives."""
+    """Top-K per hypothesis, K x K per sentence, finished hypotheses skipping the output layer and
+    sentences leaving the batch when done give what scoring every word of every hypothesis gives."""
     model = tiny_model(double=True, scale=0.7, seed=3)
     lengths = [6, 2, 4, 7, 3]
     src, mask = random_batch(lengths, seed=4)
-    batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+    hypotheses, output_rows = [], []  # per step: rows of the batch, rows through the output layer
+    step = model.step
+    model.step = lambda enc, state, y, **kw: (hypotheses.append(y.numel()), step(enc, state, y, **kw))[1]
+    hook = model.W_o.register_forward_hook(lambda mod, inp, out: output_rows.append(out.size(0)))
+    try:
+        batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+    finally:
+        del model.step
+        hook.remove()
+    # finished hypotheses skipped the output layer, and the search still equals the textbook one
+    assert sum(output_rows) < sum(hypotheses)
     for i, n in enumerate(lengths):
         plain = plain_beam_search(model, src[i:i + 1, :n], mask[i:i + 1, :n], 3, alpha)
         assert [h.tokens for h in batched[i]] == [t for _, t, _ in plain]

@@ -209,13 +209,18 @@ class RNNsearch(nn.Module):
         share one compiled graph. `options` go to torch.compile (e.g. backend="aot_eager")."""
         self._compiled_step = torch.compile(self._time_step, dynamic=True, **options)
 
-    def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor):
-        """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None."""
+    def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor, rows: Optional[torch.Tensor] = None):
+        """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None.
+
+        rows: the output layer (most of a step's cost) only for these rows; log p is then (len(rows), V).
+        Beam search passes the hypotheses still growing: a finished one's next word is fixed."""
         y_emb = self.tgt_emb(y_prev)
         c, alpha = self.attend(enc, state)
         x_proj = self.decoder.W(y_emb) + self.C(c)
         s_new = self.decoder.cell(x_proj, state)
         read = state if self.cfg.readout == "prev" else s_new
+        if rows is not None:
+            read, y_emb, c = read.index_select(0, rows), y_emb.index_select(0, rows), c.index_select(0, rows)
         logits = self.readout(read, y_emb, c)
         return F.log_softmax(at_least_fp32(logits), -1), s_new, alpha
 

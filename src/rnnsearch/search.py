@@ -80,17 +80,23 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
     live = queue.take(capacity, t) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
         n = live.n
-        log_p, new_state, attn = model.step(live.enc, live.state, live.y)
+        scores, lengths, finished = live.scores, live.lengths, live.finished
+        # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
+        growing = (~finished).nonzero().squeeze(1) if bool(finished.any()) else None
+        log_p, new_state, attn = model.step(live.enc, live.state, live.y, rows=growing)
         log_p = log_p.float()
         log_p[:, BOS] = neg_inf  # never generated
         log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis
         top_lp, top_word = log_p.topk(K, dim=1)  # each hypothesis's own K best words
+        eos_lp = log_p[:, EOS]
+        if growing is not None:  # back to one row per hypothesis (a finished row's values go unused)
+            top_lp, top_word, eos_lp = (x.new_zeros(n * K, *x.shape[1:]).index_copy_(0, growing, x)
+                                        for x in (top_lp, top_word, eos_lp))
         # At the length limit the one candidate is </s> with its real log-probability; a
         # finished hypothesis has one candidate too, <pad> at no cost.
-        scores, lengths, finished = live.scores, live.lengths, live.finished
         at_limit = (lengths >= live.limit) & ~finished
         single = at_limit | finished
-        first_lp = torch.where(finished, 0.0, torch.where(at_limit, log_p[:, EOS], top_lp[:, 0]))
+        first_lp = torch.where(finished, 0.0, torch.where(at_limit, eos_lp, top_lp[:, 0]))
         first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
         cand_lp = torch.cat([first_lp.unsqueeze(1), top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
         cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
