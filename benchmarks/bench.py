@@ -288,11 +288,12 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
 
 
-def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int) -> dict:
+def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int, precision: str = "fp32") -> dict:
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
     load not) and writes the translations."""
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
                         "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
+                        "--precision", precision,
                         "--batch-size", str(SIZES["batch"])],  # the anchors' batch, not our default
                        out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
@@ -339,7 +340,8 @@ def side_by_side(args) -> None:
     def translate(name: str, beam: int, out: Path) -> dict:
         model = training[name]["B"]["model"]
         if name.startswith("rnnsearch"):
-            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt", out, beam)
+            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt", out, beam,
+                                       "bf16" if name.endswith("bf16") else "fp32")  # bf16: decoding too
         if name == "opennmt":
             return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
         return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
