@@ -162,8 +162,9 @@ def test_rnnencdec_hypotheses_have_no_attention():
 
 
 @torch.no_grad()
-def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0):
-    """One sentence, the textbook way: every hypothesis x every word, finished ones set aside."""
+def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0, early_stop_at=None):
+    """One sentence, the textbook way: every hypothesis x every word, finished ones set aside.
+    early_stop_at=N: stop once the N best of the beam have finished."""
     enc = model.encode(src, mask)
     limit = int(int(mask.sum()) * max_len_ratio) + 10
     beams, done = [([], 0.0, enc.state)], []
@@ -188,6 +189,8 @@ def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0):
         done = [(t, lp, s) for _, t, lp, s, fin in best if fin or t[-1] == EOS]
         beams = [(t, lp, s) for _, t, lp, s, fin in best if not fin and t[-1] != EOS]
         if not beams:
+            break
+        if early_stop_at and all(fin or t[-1] == EOS for _, t, _, _, fin in best[:early_stop_at]):
             break
     return sorted(((norm(lp, len(t)), t[:-1], lp) for t, lp, _ in done), key=lambda c: -c[0])
 
@@ -236,3 +239,33 @@ def test_bf16_decoding_runs_the_output_layer_in_bf16_and_agrees_on_a_trained_mod
         assert all(abs(sum(row) - 1) < 1e-2 for row in t.attention)  # softmaxes still normalise
     with pytest.raises(ValueError, match="fp32 or bf16"):
         model.translate(src, precision="fp16")
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("n_best", [1, 2])
+def test_early_stop_equals_the_textbook_search_stopped_the_same_way(alpha, n_best):
+    model = tiny_model(double=True, scale=0.7, seed=3)
+    with torch.no_grad():
+        model.W_o.bias[EOS] += 2.0  # hypotheses end at many different steps
+    lengths = [6, 2, 4, 7, 3]
+    src, mask = random_batch(lengths, seed=4)
+    hypotheses = []
+    step = model.step
+    model.step = lambda enc, state, y, **kw: (hypotheses.append(y.numel()), step(enc, state, y, **kw))[1]
+    found, work = {}, {}
+    try:
+        for rule in (True, False, None):  # None: the default, early only where it cannot matter
+            hypotheses.clear()
+            found[rule] = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=n_best, early_stop=rule)
+            work[rule] = sum(hypotheses)
+    finally:
+        del model.step
+    early, full = found[True], found[False]
+    assert work[True] < work[False]  # sentences really stopped sooner
+    assert work[None] == work[True if alpha == 0 else False]
+    for i, n in enumerate(lengths):
+        plain = plain_beam_search(model, src[i:i + 1, :n], mask[i:i + 1, :n], 3, alpha, early_stop_at=n_best)
+        assert [h.tokens for h in early[i]] == [t for _, t, _ in plain[:n_best]]
+        assert [h.log_prob for h in early[i]] == pytest.approx([lp for _, _, lp in plain[:n_best]], abs=1e-5)
+        if alpha == 0:  # log-probabilities only fall as hypotheses grow: stopping early loses nothing
+            assert [h.tokens for h in early[i]] == [h.tokens for h in full[i]]

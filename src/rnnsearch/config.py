@@ -125,7 +125,7 @@ class DecodeConfig:
     beam: int = 5  # beam width (1: greedy)
     alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
-    batch_size: int = 128  # sentences per decoding batch (sorted by length; 128 beat 64 and 256 at beam 5 on CPU)
+    batch_size: int = 128  # sentences decoding at once (sorted by length; 128 beat 64 and 256 at beam 5 on CPU)
     n_best: int = 1  # hypotheses returned per sentence (<= beam)
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: matrix products in bf16 (autocast), log-softmax in fp32

@@ -45,16 +45,23 @@ class Hypothesis:
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5, alpha: float = 1.0,
                 max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True,
-                batch_size: Optional[int] = None) -> list[list[Hypothesis]]:
+                batch_size: Optional[int] = None, early_stop: Optional[bool] = None) -> list[list[Hypothesis]]:
     """Decode a batch of sources; returns, per sentence, its `n_best` hypotheses best first.
 
     src, src_mask: (B, S). The model must provide ``encode`` and ``step``. At most `batch_size`
     sentences (default: all B) decode at once, the next joining as others finish.
+
+    A sentence ends when all K hypotheses of its beam have finished, or with `early_stop` as soon
+    as its `n_best` best-ranked ones have (OpenNMT-py's rule). With alpha 0 the two give the same
+    result (a log-probability only falls as its hypothesis grows, so nothing still growing can
+    overtake a finished one), so there the search stops early (early_stop=None, the default). With
+    length normalisation a growing hypothesis can overtake, and on Multi30k stopping early cost
+    0.4-0.75 BLEU (docs/benchmarks.md), so by default the search goes on.
     """
     size = max(1, batch_size or src.size(0))
     chunks = (_trim(src[i:i + size], src_mask[i:i + size]) for i in range(0, src.size(0), size))
     out: list = [None] * src.size(0)
-    for k, hyps in search_stream(model, chunks, beam, alpha, max_len_ratio, n_best, with_attention, size):
+    for k, hyps in search_stream(model, chunks, beam, alpha, max_len_ratio, n_best, with_attention, size, early_stop):
         out[k] = hyps
     return out
 
@@ -68,12 +75,14 @@ def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attenti
 @torch.no_grad()
 def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], beam: int = 5, alpha: float = 1.0,
                   max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True, capacity: int = 64,
-                  ) -> Iterator[tuple[int, list[Hypothesis]]]:
+                  early_stop: Optional[bool] = None) -> Iterator[tuple[int, list[Hypothesis]]]:
     """Beam search over a stream of source batches (src, src_mask), at most `capacity` sentences
     in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
     as sentences finish. Chunks are encoded when their sentences are first needed; feed them
-    sorted by length so that sentences decoding together have similar lengths."""
+    sorted by length so that sentences decoding together have similar lengths. `early_stop`: see
+    :func:`beam_search`."""
     K, neg_inf = beam, float("-inf")
+    early_stop = alpha == 0 if early_stop is None else early_stop
     queue = _Queue(model, iter(chunks), K, max_len_ratio)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     t = 0  # steps taken
@@ -114,8 +123,10 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
         live.y = word
         live.extend(origin, word, attn if with_attention else None)
         t += 1
-        # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change.
-        done = (live.finished | (live.scores == neg_inf)).view(n, K).all(1)
+        # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change; with
+        # early_stop, one whose n_best first-ranked are (rows are in rank order) stops anyway.
+        ended = (live.finished | (live.scores == neg_inf)).view(n, K)
+        done = (ended[:, :n_best] if early_stop else ended).all(1)
         if bool(done.any()):
             yield from live.results(done, alpha, n_best)
             live = live.keep(~done)
@@ -227,7 +238,9 @@ class _Batch:
         rows = (which.unsqueeze(1) * K + torch.arange(K, device=which.device)).view(-1)
         scores, lengths = self.scores.index_select(0, rows), self.lengths.index_select(0, rows)
         norm = scores / lengths.clamp(min=1).float().pow(alpha) if alpha else scores
-        order = norm.view(-1, K).argsort(dim=1, descending=True)[:, :n_best]
+        # finished hypotheses first (with early_stop, growing ones may still be in the beam)
+        rank = norm.masked_fill(~self.finished.index_select(0, rows), float("-inf"))
+        order = rank.view(-1, K).argsort(dim=1, descending=True)[:, :n_best]
         picked = (order + torch.arange(0, rows.numel(), K, device=rows.device).unsqueeze(1)).view(-1)
         seqs = self.seqs.index_select(0, rows.index_select(0, picked)).tolist()
         attn = self.attn.index_select(0, rows.index_select(0, picked)) if self.attn is not None else None

@@ -61,13 +61,14 @@ class Translator:
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
                   batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
-                  ) -> list[Translation] | list[list[Translation]]:
+                  early_stop: Optional[bool] = None) -> list[Translation] | list[list[Translation]]:
         """Translate sentences; an empty sentence gives an empty translation.
 
         Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence.
         A source longer than ``decode.max_source_len`` tokens is translated in consecutive
         pieces of that length and the pieces joined (its attention is then block-diagonal),
-        so no input can stall the decoder and every line gets a translation.
+        so no input can stall the decoder and every line gets a translation. `early_stop`: see
+        :func:`rnnsearch.search.beam_search` (default: only where it cannot change the result).
         """
         d = self.cfg.decode
         beam = d.beam if beam is None else beam
@@ -88,7 +89,8 @@ class Translator:
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
-                                max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention)
+                                max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention,
+                                early_stop)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)] * n_best
                                         for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -100,7 +102,7 @@ class Translator:
         return [o[0] for o in out] if n_best == 1 else out
 
     def _decode(self, pieces: list[list[int]], beam: int, n_best: int, alpha: float, ratio: float,
-                batch_size: int, attention: bool) -> list:
+                batch_size: int, attention: bool, early_stop: Optional[bool]) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
@@ -111,7 +113,8 @@ class Translator:
         chunks = ((src, src != PAD) for src in
                   (pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device) for group in groups))
         hyps: list = [None] * len(pieces)
-        for k, nbest in search_stream(self.model, chunks, beam, alpha, ratio, n_best, attention, batch_size):
+        for k, nbest in search_stream(self.model, chunks, beam, alpha, ratio, n_best, attention, batch_size,
+                                      early_stop):
             hyps[order[k]] = nbest
         return hyps
 
