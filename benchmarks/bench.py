@@ -309,7 +309,7 @@ def bleu(hyp_lines: list[str], refs: list[str]) -> float:
 
 def side_by_side(args) -> None:
     work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
-    # rnnsearch-bf16: the same model trained with bf16 matrix products (CPUs with AVX512-BF16/AMX);
+    # rnnsearch-bf16: the same model trained and decoding with bf16 matrix products (CPUs with AVX512-BF16/AMX);
     # its ratios are reported too, but the like-for-like comparison is fp32 against fp32
     systems = ["rnnsearch", "opennmt", "joeynmt"]
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
