@@ -5,8 +5,9 @@ output (annotations and precomputed keys) is expanded to K rows once, never reco
 
 A hypothesis that emits </s> stays in its beam, frozen: from then on it can only
 "extend" with <pad> at zero cost, so its score and length stop changing. That makes
-the finished-hypothesis bookkeeping a mask (no Python per sentence per step). A sentence
-whose K hypotheses have all finished leaves the batch and the next sentences of the
+the finished-hypothesis bookkeeping a mask (no Python per sentence per step), and its row
+skips the output layer, the bulk of a step. A sentence whose K hypotheses have all finished
+(see early_stop in :func:`beam_search`) leaves the batch and the next sentences of the
 stream take its place (in-flight batching): every step runs on a full batch, with no
 tail of steps spent on the last few stragglers of a fixed batch. Candidates are ranked by
 the length-normalised score  log p / len**alpha  at every step (alpha=0: raw log-prob),

@@ -109,11 +109,15 @@ class Translator:
         # Sorted by length; the search keeps `batch_size` sentences in flight, the next
         # joining as others finish, and encodes each group when its first sentence is needed.
         groups = list(iterate_sorted(pieces, batch_size))
-        order = [p for group in groups for p in group]
-        chunks = ((src, src != PAD) for src in
-                  (pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device) for group in groups))
+        order = [p for group in groups for p in group]  # stream position -> piece
+
+        def chunks():
+            for group in groups:
+                src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
+                yield src, src != PAD
+
         hyps: list = [None] * len(pieces)
-        for k, nbest in search_stream(self.model, chunks, beam, alpha, ratio, n_best, attention, batch_size,
+        for k, nbest in search_stream(self.model, chunks(), beam, alpha, ratio, n_best, attention, batch_size,
                                       early_stop):
             hyps[order[k]] = nbest
         return hyps
