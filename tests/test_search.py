@@ -1,5 +1,7 @@
 """Greedy and beam search: agreement with the model's own scores, batch invariance, n-best."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -16,6 +18,18 @@ def sequence_log_prob(model, src, mask, tokens):
         lp, _ = model(src, mask, tgt_in)
     gold = tokens + [EOS]
     return float(sum(lp[0, i, w] for i, w in enumerate(gold)))
+
+
+@contextlib.contextmanager
+def watching_steps(model):
+    """The previous words (y) of every model.step call made inside the block, one tensor per step."""
+    seen = []
+    step = model.step
+    model.step = lambda enc, state, y, **kw: (seen.append(y.clone()), step(enc, state, y, **kw))[1]
+    try:
+        yield seen
+    finally:
+        del model.step
 
 
 def manual_greedy(model, src, mask, max_steps):
@@ -93,13 +107,8 @@ def test_in_flight_batching_gives_what_decoding_all_at_once_gives():
     lengths = [3, 7, 2, 5, 4, 6, 1]
     src, mask = random_batch(lengths, seed=12)
     together = beam_search(model, src, mask, beam=3, n_best=2)
-    steps = []  # the previous words of each step's rows
-    step = model.step
-    model.step = lambda enc, state, y, **kw: (steps.append(y.clone()), step(enc, state, y, **kw))[1]
-    try:
+    with watching_steps(model) as steps:  # the previous words of each step's rows
         flowing = beam_search(model, src, mask, beam=3, n_best=2, batch_size=2)
-    finally:
-        del model.step
     for i, n in enumerate(lengths):
         for a, b in zip(flowing[i], together[i]):
             assert a.tokens == b.tokens
@@ -121,8 +130,8 @@ def test_in_flight_history_is_dropped_once_no_sentence_needs_it(monkeypatch):
     lengths = [3, 7, 2, 5, 4, 6, 1, 3, 5]
     src, mask = random_batch(lengths, seed=12)
     widths = []
-    extend = search._Batch.extend
-    monkeypatch.setattr(search._Batch, "extend", lambda self, *a: (extend(self, *a), widths.append(self.seqs.size(1))))
+    advance = search._Batch.advance
+    monkeypatch.setattr(search._Batch, "advance", lambda self, *a: (advance(self, *a), widths.append(self.seqs.size(1))))
     beam_search(model, src, mask, beam=2, batch_size=2)
     longest = int(max(lengths) * 2.0) + 10 + 1  # a sentence's steps: its limit, then </s>
     assert len(widths) > longest  # the stream ran longer than any one sentence
@@ -202,17 +211,15 @@ def test_batched_beam_search_equals_plain_beam_search(alpha):
     model = tiny_model(double=True, scale=0.7, seed=3)
     lengths = [6, 2, 4, 7, 3]
     src, mask = random_batch(lengths, seed=4)
-    hypotheses, output_rows = [], []  # per step: rows of the batch, rows through the output layer
-    step = model.step
-    model.step = lambda enc, state, y, **kw: (hypotheses.append(y.numel()), step(enc, state, y, **kw))[1]
+    output_rows = []  # per step: rows through the output layer
     hook = model.W_o.register_forward_hook(lambda mod, inp, out: output_rows.append(out.size(0)))
     try:
-        batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+        with watching_steps(model) as steps:
+            batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
     finally:
-        del model.step
         hook.remove()
     # finished hypotheses skipped the output layer, and the search still equals the textbook one
-    assert sum(output_rows) < sum(hypotheses)
+    assert sum(output_rows) < sum(y.numel() for y in steps)
     for i, n in enumerate(lengths):
         plain = plain_beam_search(model, src[i:i + 1, :n], mask[i:i + 1, :n], 3, alpha)
         assert [h.tokens for h in batched[i]] == [t for _, t, _ in plain]
@@ -249,17 +256,11 @@ def test_early_stop_equals_the_textbook_search_stopped_the_same_way(alpha, n_bes
         model.W_o.bias[EOS] += 2.0  # hypotheses end at many different steps
     lengths = [6, 2, 4, 7, 3]
     src, mask = random_batch(lengths, seed=4)
-    hypotheses = []
-    step = model.step
-    model.step = lambda enc, state, y, **kw: (hypotheses.append(y.numel()), step(enc, state, y, **kw))[1]
     found, work = {}, {}
-    try:
-        for rule in (True, False, None):  # None: the default, early only where it cannot matter
-            hypotheses.clear()
+    for rule in (True, False, None):  # None: the default, early only where it cannot matter
+        with watching_steps(model) as steps:
             found[rule] = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=n_best, early_stop=rule)
-            work[rule] = sum(hypotheses)
-    finally:
-        del model.step
+        work[rule] = sum(y.numel() for y in steps)  # hypothesis-steps
     early, full = found[True], found[False]
     assert work[True] < work[False]  # sentences really stopped sooner
     assert work[None] == work[True if alpha == 0 else False]

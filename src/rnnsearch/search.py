@@ -86,13 +86,13 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
     early_stop = alpha == 0 if early_stop is None else early_stop
     queue = _Queue(model, iter(chunks), K, max_len_ratio)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
-    t = 0  # steps taken
-    live = queue.take(capacity, t) if queue.more() else None  # _Batch of the sentences in flight
+    live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
         n = live.n
         scores, lengths, finished = live.scores, live.lengths, live.finished
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
-        growing = (~finished).nonzero().squeeze(1) if bool(finished.any()) else None
+        growing = (~finished).nonzero().squeeze(1)
+        growing = None if growing.numel() == n * K else growing
         log_p, new_state, attn = model.step(live.enc, live.state, live.y, rows=growing)
         log_p = log_p.float()
         log_p[:, BOS] = neg_inf  # never generated
@@ -115,15 +115,8 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
         ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
         top = ranked.view(n, K * K).topk(K, dim=1).indices
         origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)  # which row each extends
-        word = cand_word.view(n, K * K).gather(1, top).view(-1)
-        live.scores = cand.view(n, K * K).gather(1, top).view(-1)
-        was_finished = finished.index_select(0, origin)
-        live.lengths = lengths.index_select(0, origin) + (~was_finished).long()
-        live.finished = was_finished | (word == EOS)
-        live.state = new_state.index_select(0, origin)
-        live.y = word
-        live.extend(origin, word, attn if with_attention else None)
-        t += 1
+        live.advance(origin, cand_word.view(n, K * K).gather(1, top).view(-1),
+                     cand.view(n, K * K).gather(1, top).view(-1), new_state, attn if with_attention else None)
         # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change; with
         # early_stop, one whose n_best first-ranked are (rows are in rank order) stops anyway.
         ended = (live.finished | (live.scores == neg_inf)).view(n, K)
@@ -132,7 +125,7 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
             yield from live.results(done, alpha, n_best)
             live = live.keep(~done)
         if capacity - live.n >= refill and queue.more():
-            live = live.cat(queue.take(capacity - live.n, t))
+            live = live.cat(queue.take(capacity - live.n))
 
 
 def _trim(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,15 +158,14 @@ class _Queue:
     def more(self) -> bool:
         return self.enc is not None
 
-    def take(self, count: int, step: int) -> "_Batch":
-        """Up to `count` sentences as a new batch, joining at `step`."""
+    def take(self, count: int) -> "_Batch":
+        """Up to `count` sentences as a new batch."""
         parts = []
         while count > 0 and self.enc is not None:
             m = min(count, self.enc.src_mask.size(0) - self.used)
             rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
             parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.K)), self.K,
-                                      list(range(self.first + self.used, self.first + self.used + m)),
-                                      self.ratio, step))
+                                      list(range(self.first + self.used, self.first + self.used + m)), self.ratio))
             self.used += m
             count -= m
             self._load()
@@ -183,53 +175,73 @@ class _Queue:
         return batch
 
 
+@dataclass
 class _Batch:
-    """Sentences in flight, K contiguous rows each. Per row: the encoder output, the decoder
-    state, the last word, score, length, finished flag and length limit, and the words (and
-    attention rows) so far in `seqs` (`attn`), whose column 0 is step `base`."""
+    """Sentences in flight, K contiguous rows each, and what each row carries."""
 
-    def __init__(self, K, enc, state, y, scores, lengths, finished, limit, seqs, attn, ids, src_len, joined, base):
-        self.K, self.enc, self.state, self.y = K, enc, state, y
-        self.scores, self.lengths, self.finished, self.limit = scores, lengths, finished, limit
-        self.seqs, self.attn, self.base = seqs, attn, base
-        self.ids, self.src_len, self.joined = ids, src_len, joined  # per sentence: Python lists
+    K: int
+    enc: Encoded  # the encoder's output, K rows per sentence
+    state: torch.Tensor  # per row: decoder state s_{i-1}
+    y: torch.Tensor  # the last word
+    scores: torch.Tensor  # total log-probability
+    lengths: torch.Tensor  # words so far, </s> included
+    finished: torch.Tensor  # ended with </s>
+    limit: torch.Tensor  # words before </s> is forced
+    seqs: torch.Tensor  # (rows, steps) the words so far (<pad> before a sentence joined, after it finished)
+    attn: Optional[torch.Tensor]  # (rows, steps, source) their attention rows, or None
+    ids: list[int]  # per sentence: its position in the stream
+    src_len: list[int]  # its source length
+    joined: list[int]  # the step it joined at
+    base: int = 0  # the step of seqs' column 0
+
+    _PER_ROW = ("state", "y", "scores", "lengths", "finished", "limit")  # reordered and gathered alike
 
     @property
     def n(self) -> int:
         return len(self.ids)
 
+    @property
+    def now(self) -> int:
+        """Steps taken since the stream began."""
+        return self.base + self.seqs.size(1)
+
     @classmethod
-    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float, step: int) -> "_Batch":
+    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float) -> "_Batch":
         """Newcomers: enc has K rows per sentence; only beam 0 is live, so the K copies do not
         pick the same words."""
         rows, device = enc.src_mask.size(0), enc.src_mask.device
         src_len = enc.src_mask.sum(1)
-        limit = (src_len.float() * ratio).long() + 10  # tokens before </s> is forced
         scores = torch.full((rows // K, K), float("-inf"), device=device)
         scores[:, 0] = 0.0
-        return cls(K, enc, enc.state, torch.full((rows,), BOS, dtype=torch.long, device=device),
-                   scores.view(-1), torch.zeros(rows, dtype=torch.long, device=device),
-                   torch.zeros(rows, dtype=torch.bool, device=device), limit,
-                   torch.empty(rows, 0, dtype=torch.long, device=device), None,
-                   ids, src_len[::K].tolist(), [step] * len(ids), step)
+        return cls(K, enc, enc.state, torch.full((rows,), BOS, dtype=torch.long, device=device), scores.view(-1),
+                   torch.zeros(rows, dtype=torch.long, device=device), torch.zeros(rows, dtype=torch.bool, device=device),
+                   (src_len.float() * ratio).long() + 10, torch.empty(rows, 0, dtype=torch.long, device=device), None,
+                   ids, src_len[::K].tolist(), [0] * len(ids))
 
     def cat(self, newcomers: "_Batch") -> "_Batch":
-        """self's sentences, then `newcomers` (no history yet: their columns so far are <pad>)."""
+        """self's sentences, then `newcomers`, joining now (no history yet: their columns so far are <pad>)."""
         rows, width = newcomers.seqs.size(0), self.seqs.size(1)
-        seqs = torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)])
-        attn = None if self.attn is None else torch.cat([self.attn, self.attn.new_zeros(rows, width, self.attn.size(2))])
-        join = lambda a, b: torch.cat([a, b])  # noqa: E731
-        return _Batch(self.K, self.enc.cat(newcomers.enc), join(self.state, newcomers.state),
-                      join(self.y, newcomers.y), join(self.scores, newcomers.scores),
-                      join(self.lengths, newcomers.lengths), join(self.finished, newcomers.finished),
-                      join(self.limit, newcomers.limit), seqs, attn, self.ids + newcomers.ids,
-                      self.src_len + newcomers.src_len, self.joined + newcomers.joined, self.base)
+        enc = self.enc.cat(newcomers.enc)
+        attn = None
+        if self.attn is not None:  # widened to the joint source length
+            attn = self.attn.new_zeros(self.attn.size(0) + rows, width, enc.src_mask.size(1))
+            attn[: self.attn.size(0), :, : self.attn.size(2)] = self.attn
+        per_row = {f: torch.cat([getattr(self, f), getattr(newcomers, f)]) for f in self._PER_ROW}
+        return _Batch(self.K, enc, **per_row, seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
+                      attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
+                      joined=self.joined + [self.now] * newcomers.n, base=self.base)
 
-    def extend(self, origin: torch.Tensor, word: torch.Tensor, attn: Optional[torch.Tensor]) -> None:
-        """Reorder the histories to the survivors (row r extends row origin[r]) and append this step."""
+    def advance(self, origin: torch.Tensor, word: torch.Tensor, scores: torch.Tensor, state: torch.Tensor,
+                attn: Optional[torch.Tensor]) -> None:
+        """One step: row r extends row origin[r] with `word` to total log-probability `scores`;
+        `state` and `attn` are the step's, row by row before the reordering."""
+        was_finished = self.finished.index_select(0, origin)
+        self.lengths = self.lengths.index_select(0, origin) + (~was_finished).long()
+        self.finished = was_finished | (word == EOS)
+        self.scores, self.y, self.state = scores, word, state.index_select(0, origin)
         if attn is not None:
-            past = _attn_or_zeros(self, attn.size(1), attn.dtype).index_select(0, origin)
-            self.attn = torch.cat([past, attn.index_select(0, origin).unsqueeze(1)], 1)
+            past = self.attn if self.attn is not None else attn.new_zeros(origin.numel(), 0, attn.size(1))
+            self.attn = torch.cat([past.index_select(0, origin), attn.index_select(0, origin).unsqueeze(1)], 1)
         self.seqs = torch.cat([self.seqs.index_select(0, origin), word.unsqueeze(1)], 1)
 
     def results(self, done: torch.Tensor, alpha: float, n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:
@@ -243,8 +255,9 @@ class _Batch:
         rank = norm.masked_fill(~self.finished.index_select(0, rows), float("-inf"))
         order = rank.view(-1, K).argsort(dim=1, descending=True)[:, :n_best]
         picked = (order + torch.arange(0, rows.numel(), K, device=rows.device).unsqueeze(1)).view(-1)
-        seqs = self.seqs.index_select(0, rows.index_select(0, picked)).tolist()
-        attn = self.attn.index_select(0, rows.index_select(0, picked)) if self.attn is not None else None
+        best = rows.index_select(0, picked)
+        seqs = self.seqs.index_select(0, best).tolist()
+        attn = self.attn.index_select(0, best) if self.attn is not None else None
         norm, scores = norm.index_select(0, picked).tolist(), scores.index_select(0, picked).tolist()
         for j, s in enumerate(which.tolist()):
             hyps = []
@@ -264,21 +277,9 @@ class _Batch:
         kept = sentences.tolist()
         pick = lambda xs: [x for x, k in zip(xs, kept) if k]  # noqa: E731
         joined = pick(self.joined)
-        base = min(joined, default=self.base + self.seqs.size(1))
+        base = min(joined, default=self.now)
         cut = base - self.base
-        attn = self.attn.index_select(0, rows)[:, cut:] if self.attn is not None else None
-        return _Batch(self.K, self.enc.index_select(rows), self.state.index_select(0, rows),
-                      self.y.index_select(0, rows), self.scores.index_select(0, rows),
-                      self.lengths.index_select(0, rows), self.finished.index_select(0, rows),
-                      self.limit.index_select(0, rows), self.seqs.index_select(0, rows)[:, cut:], attn,
-                      pick(self.ids), pick(self.src_len), joined, base)
-
-
-def _attn_or_zeros(batch: _Batch, cols: int, dtype: torch.dtype) -> torch.Tensor:
-    """The batch's attention history (rows, steps, cols), zero-padded on the source side."""
-    if batch.attn is None:
-        return batch.seqs.new_zeros(batch.seqs.size(0), batch.seqs.size(1), cols, dtype=dtype)
-    a = batch.attn
-    if a.size(2) < cols:
-        a = torch.cat([a, a.new_zeros(a.size(0), a.size(1), cols - a.size(2))], 2)
-    return a
+        per_row = {f: getattr(self, f).index_select(0, rows) for f in self._PER_ROW}
+        return _Batch(self.K, self.enc.index_select(rows), **per_row, seqs=self.seqs.index_select(0, rows)[:, cut:],
+                      attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
+                      ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base)
