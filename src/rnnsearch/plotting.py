@@ -123,8 +123,7 @@ def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
     return _save(fig, path)
 
 
-def plot_training_curves(curves: dict[str, list[dict]], path: str | Path,
-                         budget: str = "the same wall-clock budget") -> Path:
+def plot_training_curves(curves: dict[str, list[dict]], path: str | Path, budget: str) -> Path:
     """Validation BLEU (or loss) against training step, one line per system: is anything undertrained?
     `budget` names what every system was given, for the title."""
     _, plt = _matplotlib()
