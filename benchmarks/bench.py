@@ -139,32 +139,42 @@ def quick(args) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
+    def train_step(idx: list[int]) -> tuple[int, int]:
+        """One whole step (forward, backward, clipping, Adam); its target and source tokens,
+        counted on the CPU so that counting costs no GPU synchronisation."""
+        examples = [data.examples[i] for i in idx]
+        n_tgt = sum(len(e.tgt) + 1 for e in examples)
+        batch = collate(examples).to(device)
+        with autocast:
+            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / n_tgt
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return n_tgt, sum(len(e.src) for e in examples)
+
     # training: warm up (compiling, where asked, happens here), then time whole steps for train_seconds
     model.train()
     warmup = args.warmup_steps or (30 if args.compile else 5)
     tokens = src_tokens = steps = 0
     start = None
-    for k, idx in enumerate(batches * 10):
+    stream = iter(batches * 100)
+    for k, idx in enumerate(stream):
         if k == warmup:
             _sync(device)
             start = time.perf_counter()
             tokens = src_tokens = steps = 0
-        batch = collate([data.examples[i] for i in idx]).to(device)
-        with autocast:
-            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / batch.n_tgt_tokens
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        tokens += batch.n_tgt_tokens
-        src_tokens += int(batch.src_mask.sum())  # a sync per step on a GPU, as train's logging has
+        n_tgt, n_src = train_step(idx)
+        tokens += n_tgt
+        src_tokens += n_src
         steps += 1
         if start is not None and time.perf_counter() - start >= args.train_seconds:
             break
     _sync(device)
     seconds = time.perf_counter() - start
     tok_s = tokens / seconds
+    profile = profile_steps(train_step, stream, device, args.profile) if args.profile else None
     mean_src = sum(len(e.src) for e in data.examples) / len(data)
     flops = flops_per_target_token(cfg.model, len(tgt_tok), src_tokens / tokens, mean_src)
     gpu = device.type == "cuda"
@@ -205,7 +215,39 @@ def quick(args) -> None:
     }
     if gpu:
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
+    if profile:
+        result["profile"] = profile
     print(json.dumps(result, indent=1))
+
+
+def profile_steps(train_step, stream, device: torch.device, path: str, steps: int = 10) -> dict:
+    """`steps` more training steps under torch.profiler: where the time goes. Writes the table of
+    operators (by self time on the device, or on the CPU without a GPU) to `path`; returns the
+    wall time per step, the kernels launched per step and, on a GPU, the fraction of the wall
+    time the GPU spent in kernels (low: the step loop is launch-bound)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    _sync(device)
+    with profile(activities=activities) as prof:
+        begin = time.perf_counter()
+        tokens = sum(train_step(next(stream))[0] for _ in range(steps))
+        _sync(device)
+        wall = time.perf_counter() - begin
+    table = prof.key_averages()
+    sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
+    Path(path).write_text(table.table(sort_by=sort, row_limit=40) + "\n")
+    out = {"steps": steps, "tgt_tokens": tokens, "ms_per_step": round(1000 * wall / steps, 2), "table": path}
+    try:
+        if gpu:
+            launches = sum(e.count for e in table if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+            out["kernel_launches_per_step"] = round(launches / steps, 1)
+            busy = sum(e.device_time_total for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+            out["gpu_busy_fraction"] = round(busy / 1e6 / wall, 3)
+    except Exception as err:  # the profiler's event API moves between torch versions: keep the table
+        out["summary_error"] = repr(err)
+    return out
 
 
 # -- side by side -----------------------------------------------------------------
@@ -427,6 +469,8 @@ def main() -> None:
     ap.add_argument("--gru", choices=["paper", "cudnn"], default="paper",
                     help="--quick: GRU form; cudnn runs the encoder in torch's fused kernel")
     ap.add_argument("--compile", action="store_true", help="--quick: torch.compile the decoder's time step")
+    ap.add_argument("--profile", metavar="FILE", help="--quick: profile 10 more training steps, operator "
+                    "table to FILE, summary (ms per step, kernel launches, GPU busy fraction) in the JSON")
     ap.add_argument("--batch-tokens", type=int, default=0, help="--quick: batches of N padded target tokens "
                     "instead of 64 sentences")
     ap.add_argument("--warmup-steps", type=int, default=0, help="--quick: untimed steps (default 5, 30 with --compile)")

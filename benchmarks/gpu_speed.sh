@@ -1,45 +1,80 @@
 #!/usr/bin/env bash
-# One prepared device run (see DEVELOPERS.md) for the GPU half of the speed work: the --quick
-# benchmark on the GPU in the variants below, one JSON file each, then (M30=1) the Multi30k
-# wall time to the core BLEU with the fastest GPU settings through gpu_multi30k.sh.
+# One prepared device run (see DEVELOPERS.md) for the GPU half of the speed work:
+#   1. the device-aware tests on the GPU (RNNSEARCH_TEST_DEVICE=cuda pytest -k device: the cuDNN
+#      encoder, the inductor-compiled time step, beam search, autocast training);
+#   2. the --quick benchmark in the variants below, one JSON each, with a profile of 10 steps;
+#   3. picks the training flags the variants measured fastest (m30-flags.txt: bf16 if it beat fp32,
+#      the cuDNN encoder if it beat the loop, the compiled step if it beat eager) and, with M30=1,
+#      trains Multi30k with them through gpu_multi30k.sh (wall time to the core BLEU).
 #   DATA=path/to/multi30k OUT=results-dir bash benchmarks/gpu_speed.sh
-#   VARIANTS="fp32 bf16-cudnn" SECONDS_EACH=20 M30=1 MINUTES=6 ...   (defaults below)
+#   VARIANTS="fp32 bf16-cudnn" SECONDS_EACH=10 CHECK=0 M30=1 MINUTES=6 ...   (defaults below)
+#   M30=1 VARIANTS= CHECK=0 FLAGS_FROM=earlier-results-dir ...   (step 3 alone, flags from an earlier run)
 # A variant that fails is logged and the next one runs: every JSON that exists is a measurement.
 # DEVICE=cpu rehearses the whole script on a CPU (its figures are then CPU figures).
 set -uo pipefail
 DATA=${DATA:-../shared/data/multi30k}
 OUT=${OUT:-runs/gpu-speed}
-SECONDS_EACH=${SECONDS_EACH:-20}
-VARIANTS=${VARIANTS:-"fp32 bf16 bf16-cudnn bf16-cudnn-compile bf16-cudnn-compile-tok"}
+SECONDS_EACH=${SECONDS_EACH:-10}
+VARIANTS=${VARIANTS-"fp32 bf16 bf16-cudnn bf16-cudnn-tok bf16-cudnn-compile-tok bf16-cudnn-compile-tok32k"}
 DEVICE=${DEVICE:-cuda}
+FLAGS_FROM=${FLAGS_FROM:-$OUT}
 mkdir -p "$OUT"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-{ date -u; nproc; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi";
-  $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"; } | tee "$OUT/machine.txt"
+{ date -u; nproc; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null || echo "no nvidia-smi";
+  $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(),
+'cudnn', torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None)"; } | tee "$OUT/machine.txt"
+
+if [ "${CHECK:-1}" = 1 ]; then
+  echo "== tests on $DEVICE"
+  RNNSEARCH_TEST_DEVICE=$DEVICE timeout 240 $PY -m pytest -p no:cacheprovider -k device -rs \
+    tests/test_model.py tests/test_search.py tests/test_train.py 2>&1 | tee "$OUT/tests.txt" | tail -15
+fi
 
 for v in $VARIANTS; do
-  args=(--quick --device "$DEVICE" --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000 --decode-batch 1000)
-  case $v in
-    fp32) ;;
-    bf16) args+=(--precision bf16) ;;
-    bf16-cudnn) args+=(--precision bf16 --gru cudnn) ;;
-    bf16-cudnn-compile) args+=(--precision bf16 --gru cudnn --compile) ;;
-    bf16-cudnn-compile-tok) args+=(--precision bf16 --gru cudnn --compile --batch-tokens 8192) ;;
-    bf16-cudnn-tok) args+=(--precision bf16 --gru cudnn --batch-tokens 8192) ;;
+  args=(--quick --device "$DEVICE" --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000
+        --decode-batch 1000 --profile "$OUT/profile-$v.txt")
+  case $v in *bf16*) args+=(--precision bf16) ;; esac
+  case $v in *cudnn*) args+=(--gru cudnn) ;; esac
+  case $v in *compile*) args+=(--compile) ;; esac
+  case $v in *-tok32k) args+=(--batch-tokens 32768) ;; *-tok) args+=(--batch-tokens 8192) ;; esac
+  case $v in fp32|bf16|bf16-cudnn|bf16-cudnn-compile|bf16-cudnn-tok|bf16-cudnn-tok32k|bf16-cudnn-compile-tok|bf16-cudnn-compile-tok32k) ;;
     *) echo "unknown variant $v" | tee -a "$OUT/errors.txt"; continue ;;
   esac
   echo "== $v: ${args[*]}"
   start=$(date +%s)
-  if timeout 240 $PY benchmarks/bench.py "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then
-    echo "$v ok in $(( $(date +%s) - start )) s"; cat "$OUT/quick-$v.json"
+  if timeout 200 $PY benchmarks/bench.py "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then
+    echo "$v ok in $(( $(date +%s) - start )) s"
+    $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r.get(k) for k in ('train_tgt_tok_per_s','mfu','gemm_gflops','greedy_sent_per_s','beam5_seconds','peak_gpu_mb')}, r.get('profile'))" "$OUT/quick-$v.json"
   else
     echo "$v FAILED (rc $?) after $(( $(date +%s) - start )) s" | tee -a "$OUT/errors.txt"; tail -5 "$OUT/quick-$v.err"
     rm -f "$OUT/quick-$v.json"
   fi
 done
 
+# Each option of the Multi30k run is kept only where its pair of variants measured it faster.
+$PY - "$FLAGS_FROM" "$DEVICE" > "$OUT/m30-flags.txt" <<'EOF'
+import json, sys
+from pathlib import Path
+
+runs, device = Path(sys.argv[1]), sys.argv[2]
+def speed(v):
+    f = runs / f"quick-{v}.json"
+    return json.loads(f.read_text())["train_tgt_tok_per_s"] if f.exists() else None
+def faster(a, b):
+    return speed(a) is not None and speed(b) is not None and speed(b) > speed(a)
+flags = [f"train.device={device}"]
+if faster("fp32", "bf16"):
+    flags.append("train.precision=bf16")
+if faster("bf16", "bf16-cudnn") and "train.precision=bf16" in flags:
+    flags.append("model.gru=cudnn")
+if faster("bf16-cudnn-tok", "bf16-cudnn-compile-tok") and "model.gru=cudnn" in flags:
+    flags.append("train.compile=true")
+print(" ".join(f"--set {f}" for f in flags))
+EOF
+echo "Multi30k flags: $(cat "$OUT/m30-flags.txt")"
+
 if [ "${M30:-0}" = 1 ]; then
-  OUT="$OUT/multi30k" DATA="$DATA" MINUTES="${MINUTES:-6}" bash benchmarks/gpu_multi30k.sh --set train.device="$DEVICE" \
-    --set train.precision=bf16 --set model.gru=cudnn --set train.compile=true
+  # shellcheck disable=SC2046
+  OUT="$OUT/multi30k" DATA="$DATA" MINUTES="${MINUTES:-6}" bash benchmarks/gpu_multi30k.sh $(cat "$OUT/m30-flags.txt")
 fi

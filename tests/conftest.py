@@ -1,3 +1,4 @@
+import os
 import random
 from pathlib import Path
 
@@ -47,6 +48,20 @@ def browser_or_skip():
         pytest.skip("no chromium on this machine: the browser tests drive Debian's chromium "
                     "(apt-get install chromium; .ci/run installs it)")
     return sync_api, path
+
+
+@pytest.fixture
+def device():
+    """Where the device-aware tests run: RNNSEARCH_TEST_DEVICE (default cpu). On a GPU machine
+    `RNNSEARCH_TEST_DEVICE=cuda pytest -k device` runs them on the GPU (benchmarks/gpu_speed.sh does)."""
+    name = os.environ.get("RNNSEARCH_TEST_DEVICE", "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip(f"RNNSEARCH_TEST_DEVICE={name} but torch sees no CUDA device")
+    # TF32 off (cuDNN's default is on): a GPU's float32 then differs from a CPU's only in summation order
+    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield torch.device(name)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 
 @pytest.fixture

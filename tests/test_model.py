@@ -150,15 +150,24 @@ def _loop_only(monkeypatch):
         monkeypatch.setattr(mod, "can_fuse", lambda *a, **k: False)
 
 
+def _tolerances(device):
+    """dtype and (log-prob, gradient) tolerances: float64 and near-exact on a CPU; float32 on a
+    GPU (cuDNN's GRU and Triton's kernels are what a GPU run uses; TF32 is off, see the fixture)."""
+    if device.type == "cpu":
+        return torch.float64, dict(atol=1e-12), dict(atol=1e-10)
+    return torch.float32, dict(atol=2e-5, rtol=1e-5), dict(atol=2e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
-def test_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(arch, monkeypatch):
+def test_device_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(arch, monkeypatch, device):
     """The cudnn form's encoder runs in torch's fused GRU kernel (cuDNN on a GPU): same
     log-probabilities and the same gradient for every weight as the Python time loop."""
-    src, mask = random_batch([6, 4, 1, 5], seed=4)
-    tgt = teacher_inputs(4, 5)
+    dtype, lp_tol, grad_tol = _tolerances(device)
+    src, mask = (t.to(device) for t in random_batch([6, 4, 1, 5], seed=4))
+    tgt = teacher_inputs(4, 5).to(device)
     runs = []
     for fused in (True, False):
-        model = tiny_model(arch, gru="cudnn").train()  # dropouts are 0: train() only changes the kernel's mode
+        model = tiny_model(arch, gru="cudnn").to(device, dtype).train()  # dropouts are 0: train() only changes the kernel's mode
         with monkeypatch.context() as m:
             if not fused:
                 _loop_only(m)
@@ -166,10 +175,10 @@ def test_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(arch, mo
             lp.sum().backward()
         runs.append((lp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
     (lp_f, g_f), (lp_l, g_l) = runs
-    assert torch.allclose(lp_f, lp_l, atol=1e-12)
+    assert torch.allclose(lp_f, lp_l, **lp_tol)
     assert g_f.keys() == g_l.keys() and any(k.startswith("enc_fwd.U") for k in g_f)
     for k in g_f:
-        assert torch.allclose(g_f[k], g_l[k], atol=1e-10), k
+        assert torch.allclose(g_f[k], g_l[k], **grad_tol), k
 
 
 def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
@@ -190,25 +199,27 @@ def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
     assert torch.equal(final, states[torch.arange(3), mask.sum(1) - 1])
 
 
-def test_compiled_time_step_equals_the_eager_one_in_value_and_gradient():
-    """train.compile: the time step through torch.compile (the aot_eager backend here: the same
-    graph capture and autograd as the default backend without a C compiler) gives the same
-    log-probabilities and gradients, for batches of two different shapes (dynamic shapes)."""
-    eager, compiled = tiny_model().train(), tiny_model().train()
-    compiled.compile_step(backend="aot_eager")
+def test_device_compiled_time_step_equals_the_eager_one_in_value_and_gradient(device):
+    """train.compile: the time step through torch.compile gives the same log-probabilities and
+    gradients, for batches of two different shapes (dynamic shapes). On a CPU the aot_eager
+    backend (the same graph capture and autograd as the default backend without a C compiler);
+    on a GPU the default backend, inductor, whose Triton kernels are what a GPU run uses."""
+    dtype, lp_tol, grad_tol = _tolerances(device)
+    eager, compiled = tiny_model().to(device, dtype).train(), tiny_model().to(device, dtype).train()
+    compiled.compile_step(**({"backend": "aot_eager"} if device.type == "cpu" else {}))
     calls, step = [], compiled._compiled_step
     compiled._compiled_step = lambda *a: calls.append(1) or step(*a)
     for lengths, t in (([6, 4, 1, 5], 5), ([3, 2], 7)):
-        src, mask = random_batch(lengths, seed=5)
-        tgt = teacher_inputs(len(lengths), t)
+        src, mask = (x.to(device) for x in random_batch(lengths, seed=5))
+        tgt = teacher_inputs(len(lengths), t).to(device)
         out = {}
         for name, m in (("eager", eager), ("compiled", compiled)):
             m.zero_grad()
             lp, attn = m(src, mask, tgt)
             lp.sum().backward()
             out[name] = lp.detach(), attn.detach()
-        assert torch.allclose(out["eager"][0], out["compiled"][0], atol=1e-12)
-        assert torch.allclose(out["eager"][1], out["compiled"][1], atol=1e-12)
+        assert torch.allclose(out["eager"][0], out["compiled"][0], **lp_tol)
+        assert torch.allclose(out["eager"][1], out["compiled"][1], **lp_tol)
         for (k, p), q in zip(eager.named_parameters(), compiled.parameters()):
-            assert torch.allclose(p.grad, q.grad, atol=1e-10), k
+            assert torch.allclose(p.grad, q.grad, **grad_tol), k
     assert len(calls) == 5 + 7  # every time step went through the compiled function

@@ -99,13 +99,13 @@ def test_result_does_not_depend_on_the_batch():
     assert [h.tokens for h in pair[1]] == [h.tokens for h in together[0]]
 
 
-def test_in_flight_batching_gives_what_decoding_all_at_once_gives():
+def test_device_in_flight_batching_gives_what_decoding_all_at_once_gives(device):
     """With fewer places than sentences, newcomers join while others are still decoding (into a
     batch padded to their longer or shorter sources): every sentence's n-best, scores and
     attention are those of decoding all of them together."""
-    model = tiny_model(double=True, scale=0.8, seed=7)
+    model = tiny_model(double=True, scale=0.8, seed=7).to(device)
     lengths = [3, 7, 2, 5, 4, 6, 1]
-    src, mask = random_batch(lengths, seed=12)
+    src, mask = (x.to(device) for x in random_batch(lengths, seed=12))
     together = beam_search(model, src, mask, beam=3, n_best=2)
     with watching_steps(model) as steps:  # the previous words of each step's rows
         flowing = beam_search(model, src, mask, beam=3, n_best=2, batch_size=2)
@@ -205,17 +205,19 @@ def plain_beam_search(model, src, mask, K, alpha, max_len_ratio=2.0, early_stop_
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
-def test_batched_beam_search_equals_plain_beam_search(alpha):
+def test_device_batched_beam_search_equals_plain_beam_search(alpha, device):
     """Top-K per hypothesis, K x K per sentence, finished hypotheses skipping the output layer and
-    sentences leaving the batch when done give what scoring every word of every hypothesis gives."""
+    sentences leaving the batch when done give what scoring every word of every hypothesis gives
+    (the batched search on the test device, the textbook one on the CPU)."""
     model = tiny_model(double=True, scale=0.7, seed=3)
+    on_device = tiny_model(double=True, scale=0.7, seed=3).to(device)
     lengths = [6, 2, 4, 7, 3]
     src, mask = random_batch(lengths, seed=4)
     output_rows = []  # per step: rows through the output layer
-    hook = model.W_o.register_forward_hook(lambda mod, inp, out: output_rows.append(out.size(0)))
+    hook = on_device.W_o.register_forward_hook(lambda mod, inp, out: output_rows.append(out.size(0)))
     try:
-        with watching_steps(model) as steps:
-            batched = beam_search(model, src, mask, beam=3, alpha=alpha, n_best=3)
+        with watching_steps(on_device) as steps:
+            batched = beam_search(on_device, src.to(device), mask.to(device), beam=3, alpha=alpha, n_best=3)
     finally:
         hook.remove()
     # finished hypotheses skipped the output layer, and the search still equals the textbook one

@@ -119,9 +119,11 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" not in res.stderr
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_mixed_precision_training_runs_and_learns(tmp_path, precision):
-    cfg = toy_config(tmp_path, precision, max_epochs=2, precision=precision)
+@pytest.mark.parametrize("precision,gru", [("bf16", "paper"), ("fp16", "paper"), ("bf16", "cudnn")])
+def test_device_mixed_precision_training_runs_and_learns(tmp_path, precision, gru, device):
+    """Autocast training (bf16, or fp16 with loss scaling), also with the fused (cuDNN) encoder."""
+    cfg = toy_config(tmp_path, precision, max_epochs=2, precision=precision, device=str(device))
+    cfg.model.gru = gru
     model_dir = train(cfg)
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if r.get("kind") == "train"]

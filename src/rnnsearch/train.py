@@ -318,7 +318,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
                 scaler.update()
                 continue
             # gradients are synchronised, so grad_norm (and this decision) agrees on every rank
-            if not (torch.isfinite(grad_norm) and (ctx.enabled or torch.isfinite(loss))):
+            finite = torch.isfinite(grad_norm) if ctx.enabled else torch.isfinite(grad_norm) & torch.isfinite(loss)
+            if not bool(finite):  # one wait for the GPU per step (the loss is read only when logged)
                 bad_in_row += 1
                 metrics.write({"step": state["step"], "kind": "skipped", "reason": "non-finite loss or gradient"})
                 log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)",
@@ -333,13 +334,13 @@ def train(cfg: Config, resume: bool = False) -> Path:
             scaler.update()
             state["step"] += 1
             state["tokens"] += n_tok
-            window_loss += float(loss.detach()) * real
+            window_loss = window_loss + loss.detach() * real  # summed on the device, read when logged
             window_tok += n_tok
             if bar is not None:
                 bar.update(1)
             if state["step"] % t.log_every == 0 or pos == len(batches) - 1:
                 elapsed = max(time.time() - window_t0, 1e-9)
-                mean = distributed.all_sum([window_loss], ctx, device)[0] / max(window_tok, 1)
+                mean = distributed.all_sum([float(window_loss)], ctx, device)[0] / max(window_tok, 1)
                 rec = {"step": state["step"], "epoch": epoch, "kind": "train", "loss": mean,
                        "ppl": math.exp(min(mean, 50)), "tok_per_s": window_tok / elapsed,
                        "grad_norm": float(grad_norm), "lr": state["lr"]}
