@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared device run (see DEVELOPERS.md): train configs/multi30k_de_en.yaml on the
+# One prepared run for a GPU machine lent for minutes: train configs/multi30k_de_en.yaml on the
 # GPU under a wall-clock cap, then score test_2016_flickr (beam 5 and greedy) with sacrebleu.
 #   DATA=path/to/multi30k OUT=results-dir MINUTES=6 bash benchmarks/gpu_multi30k.sh [--set k=v ...]
 set -euo pipefail

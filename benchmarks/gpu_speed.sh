@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared device run (see DEVELOPERS.md) for the GPU half of the speed work:
+# One prepared run for a GPU machine lent for minutes (the GPU half of the speed work):
 #   1. the device-aware tests on the GPU (RNNSEARCH_TEST_DEVICE=cuda pytest -k device: the cuDNN
 #      encoder, the inductor-compiled time step, beam search, autocast training);
 #   2. the --quick benchmark in the variants below, one JSON each, with a profile of 10 steps;
@@ -15,7 +15,7 @@ set -uo pipefail
 DATA=${DATA:-../shared/data/multi30k}
 OUT=${OUT:-runs/gpu-speed}
 SECONDS_EACH=${SECONDS_EACH:-10}
-VARIANTS=${VARIANTS-"fp32 bf16 bf16-cudnn bf16-cudnn-tok bf16-cudnn-compile-tok bf16-cudnn-compile-tok32k"}
+VARIANTS=${VARIANTS-"fp32 bf16 bf16-cudnn bf16-cudnn-tok bf16-cudnn-compile-tok bf16-cudnn-tok32k bf16-cudnn-compile-tok32k"}
 DEVICE=${DEVICE:-cuda}
 FLAGS_FROM=${FLAGS_FROM:-$OUT}
 mkdir -p "$OUT"

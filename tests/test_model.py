@@ -223,3 +223,23 @@ def test_device_compiled_time_step_equals_the_eager_one_in_value_and_gradient(de
         for (k, p), q in zip(eager.named_parameters(), compiled.parameters()):
             assert torch.allclose(p.grad, q.grad, **grad_tol), k
     assert len(calls) == 5 + 7  # every time step went through the compiled function
+
+
+def test_fused_run_keeps_cudnns_weight_layout_warning_to_itself(monkeypatch):
+    """cuDNN warns on every process's first call that our per-call weights (z rows negated) are
+    not one flat buffer; the copy is intended, so the warning is not passed on to the user."""
+    import warnings
+
+    from rnnsearch.gru import GRU, fused_run
+
+    real = torch._VF.gru
+
+    def warning_gru(*args):
+        warnings.warn("RNN module weights are not part of single contiguous chunk of memory. ...", UserWarning)
+        return real(*args)
+
+    monkeypatch.setattr(torch._VF, "gru", warning_gru)
+    _, mask = random_batch([3, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fused_run([GRU(4, 3, "cudnn")], torch.randn(2, 3, 4), mask)

@@ -19,6 +19,7 @@ on a CPU) instead of a Python time loop: see :func:`fused_run`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -149,8 +150,12 @@ def fused_run(grus: list[GRU], x: torch.Tensor, mask: torch.Tensor) -> tuple[lis
     lengths = mask.sum(1).cpu()
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     h0 = x.new_zeros(len(grus), x.size(0), n)
-    out, h_n = torch._VF.gru(packed.data, packed.batch_sizes, h0, weights, True, 1, 0.0, grus[0].training,
-                             len(grus) == 2)
+    with warnings.catch_warnings():
+        # cuDNN copies weights that are not one flat buffer into one, every call, and warns; ours
+        # are made afresh each call (the z rows negated), so the copy (~2 MB) is the price of that
+        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+        out, h_n = torch._VF.gru(packed.data, packed.batch_sizes, h0, weights, True, 1, 0.0, grus[0].training,
+                                 len(grus) == 2)
     states, _ = pad_packed_sequence(packed._replace(data=out), batch_first=True, total_length=x.size(1))
     finals = h_n.index_select(1, packed.unsorted_indices) if packed.unsorted_indices is not None else h_n
     return list(states.split(n, -1)), list(finals.unbind(0))
