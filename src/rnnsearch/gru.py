@@ -152,7 +152,7 @@ def fused_run(grus: list[GRU], x: torch.Tensor, mask: torch.Tensor) -> tuple[lis
     h0 = x.new_zeros(len(grus), x.size(0), n)
     with warnings.catch_warnings():
         # cuDNN copies weights that are not one flat buffer into one, every call, and warns; ours
-        # are made afresh each call (the z rows negated), so the copy (~2 MB) is the price of that
+        # are made afresh each call (the z rows negated), so that copy (a few MB) is intended
         warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
         out, h_n = torch._VF.gru(packed.data, packed.batch_sizes, h0, weights, True, 1, 0.0, grus[0].training,
                                  len(grus) == 2)
