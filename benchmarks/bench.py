@@ -20,6 +20,7 @@ ratios rnnsearch / anchor computed round by round.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import resource
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import anchors  # noqa: E402
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
-from rnnsearch.data import ParallelData, collate, make_batches, read_parallel  # noqa: E402
+from rnnsearch.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
 from rnnsearch.model import build_model  # noqa: E402
 from rnnsearch.train import make_optimizer, sequence_loss  # noqa: E402
 from rnnsearch.translate import Translator  # noqa: E402
@@ -143,7 +144,7 @@ def quick(args) -> None:
         """One whole step (forward, backward, clipping, Adam); its target and source tokens,
         counted on the CPU so that counting costs no GPU synchronisation."""
         examples = [data.examples[i] for i in idx]
-        n_tgt = sum(len(e.tgt) + 1 for e in examples)
+        n_tgt = target_tokens(examples)
         batch = collate(examples).to(device)
         with autocast:
             logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
@@ -159,7 +160,7 @@ def quick(args) -> None:
     warmup = args.warmup_steps or (30 if args.compile else 5)
     tokens = src_tokens = steps = 0
     start = None
-    stream = iter(batches * 100)
+    stream = itertools.cycle(batches)  # the loop ends on time; profile_steps draws on after it
     for k, idx in enumerate(stream):
         if k == warmup:
             _sync(device)

@@ -31,16 +31,16 @@ if [ "${CHECK:-1}" = 1 ]; then
     tests/test_model.py tests/test_search.py tests/test_train.py 2>&1 | tee "$OUT/tests.txt" | tail -15
 fi
 
+# A variant's name says its options: (fp32|bf16)[-cudnn][-compile][-tok|-tok32k] (8,192 or 32,768 tokens a batch).
 for v in $VARIANTS; do
+  if ! [[ $v =~ ^(fp32|bf16)(-cudnn)?(-compile)?(-tok|-tok32k)?$ ]]; then
+    echo "unknown variant $v" | tee -a "$OUT/errors.txt"; continue
+  fi
   args=(--quick --device "$DEVICE" --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000
-        --decode-batch 1000 --profile "$OUT/profile-$v.txt")
-  case $v in *bf16*) args+=(--precision bf16) ;; esac
-  case $v in *cudnn*) args+=(--gru cudnn) ;; esac
-  case $v in *compile*) args+=(--compile) ;; esac
-  case $v in *-tok32k) args+=(--batch-tokens 32768) ;; *-tok) args+=(--batch-tokens 8192) ;; esac
-  case $v in fp32|bf16|bf16-cudnn|bf16-cudnn-compile|bf16-cudnn-tok|bf16-cudnn-tok32k|bf16-cudnn-compile-tok|bf16-cudnn-compile-tok32k) ;;
-    *) echo "unknown variant $v" | tee -a "$OUT/errors.txt"; continue ;;
-  esac
+        --decode-batch 1000 --profile "$OUT/profile-$v.txt" --precision "${BASH_REMATCH[1]}")
+  [ -n "${BASH_REMATCH[2]}" ] && args+=(--gru cudnn)
+  [ -n "${BASH_REMATCH[3]}" ] && args+=(--compile)
+  case ${BASH_REMATCH[4]} in -tok32k) args+=(--batch-tokens 32768) ;; -tok) args+=(--batch-tokens 8192) ;; esac
   echo "== $v: ${args[*]}"
   start=$(date +%s)
   if timeout 200 $PY benchmarks/bench.py "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then

@@ -50,17 +50,24 @@ def browser_or_skip():
     return sync_api, path
 
 
+TEST_DEVICE = os.environ.get("RNNSEARCH_TEST_DEVICE", "cpu")
+
+
+def pytest_configure(config):
+    # Asking for the GPU where there is none stops the run: skipping would report the GPU tested.
+    if TEST_DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        raise pytest.UsageError(f"RNNSEARCH_TEST_DEVICE={TEST_DEVICE}, but this torch "
+                                f"({torch.__version__}) sees no CUDA device")
+
+
 @pytest.fixture
 def device():
     """Where the device-aware tests run: RNNSEARCH_TEST_DEVICE (default cpu). On a GPU machine
     `RNNSEARCH_TEST_DEVICE=cuda pytest -k device` runs them on the GPU (benchmarks/gpu_speed.sh does)."""
-    name = os.environ.get("RNNSEARCH_TEST_DEVICE", "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        pytest.skip(f"RNNSEARCH_TEST_DEVICE={name} but torch sees no CUDA device")
     # TF32 off (cuDNN's default is on): a GPU's float32 then differs from a CPU's only in summation order
     flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    yield torch.device(name)
+    yield torch.device(TEST_DEVICE)
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from rnnsearch.data import ParallelData, collate, make_batches, normalize, read_parallel
+from rnnsearch.data import ParallelData, collate, make_batches, normalize, read_parallel, target_tokens
 from rnnsearch.io import DataError
 from rnnsearch.vocab import BOS, EOS, PAD, UNK, WordVocab
 
@@ -217,7 +217,7 @@ def test_collate_tensors():
     assert b.tgt_in.shape == b.tgt_out.shape
     assert (b.tgt_in[:, 0] == BOS).all()
     assert b.indices == [0, 4]
-    assert b.n_tgt_tokens == 3 + 4
+    assert b.n_tgt_tokens == 3 + 4 == target_tokens(exs)  # on the tensors and on the CPU alike
     for t in (b.src, b.tgt_in, b.tgt_out):
         assert t.dtype == torch.long
 

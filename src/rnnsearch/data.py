@@ -192,6 +192,12 @@ def _cut(order: list[int], lengths: list[int], size: int, by_tokens: bool) -> li
     return batches
 
 
+def target_tokens(examples: list[Example]) -> int:
+    """The target tokens a batch of these examples predicts, </s> included (what
+    Batch.n_tgt_tokens counts on the tensors), counted on the CPU: no wait for a GPU."""
+    return sum(len(e.tgt) + 1 for e in examples)
+
+
 def make_batches(data: ParallelData, batch_size: int, by: str = "sentences", scheme: str = "paper",
                  sort_k: int = 20, seed: int = 0, epoch: int = 0) -> list[list[int]]:
     """The batches of one epoch as lists of example positions; deterministic in (seed, epoch)."""

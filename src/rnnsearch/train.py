@@ -18,7 +18,7 @@ from .checkpoint import (CheckpointError, load_train_state, read_config, save_tr
                          save_weights)
 from .config import Config
 from . import distributed
-from .data import ParallelData, collate, drop_words, make_batches, normalize, read_parallel
+from .data import ParallelData, collate, drop_words, make_batches, normalize, read_parallel, target_tokens
 from .io import atomic_write_text
 from .attention import at_least_fp32
 from .model import build_model
@@ -124,10 +124,11 @@ def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> fl
     total, tokens = 0.0, 0
     order = sorted(range(len(data)), key=lambda i: len(data.examples[i].tgt))
     for start in range(0, len(order), batch_size):
-        batch = collate([data.examples[i] for i in order[start:start + batch_size]]).to(device)
+        examples = [data.examples[i] for i in order[start:start + batch_size]]
+        batch = collate(examples).to(device)
         logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
         total += float(sequence_loss(logits, batch.tgt_out))
-        tokens += batch.n_tgt_tokens
+        tokens += target_tokens(examples)
     return total / max(tokens, 1)
 
 
@@ -301,7 +302,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
             examples = [train_data.examples[i] for i in batches[pos]]
             if cfg.model.word_dropout > 0 or cfg.model.word_dropout_target > 0:
                 examples = drop_words(examples, cfg.model.word_dropout, rng, cfg.model.word_dropout_target)
-            n_tok = sum(len(e.tgt) + 1 for e in examples)  # the global batch's tokens, on the CPU: no sync
+            n_tok = target_tokens(examples)  # the global batch's, before sharding
             mine, real = distributed.shard(examples, ctx)
             batch = collate(mine).to(device)
             with autocast:
