@@ -67,7 +67,9 @@ def test_empty_file_gives_defaults(tmp_path):
 def test_repo_config_loads():
     from pathlib import Path
 
-    for path in (Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"):
+    paths = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    assert len(paths) >= 3  # the shipped configs are there to check
+    for path in paths:
         load_config(path)
 
 
@@ -269,3 +271,10 @@ def test_saved_config_json_loads_with_load_config(tmp_path):
     path = tmp_path / "config.json"
     cfg.save(path)
     assert load_config(path) == cfg
+
+
+def test_no_training_limit_at_all_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="train.max_epochs: 0 with no train.max_steps or train.max_minutes"):
+        load_config(write(tmp_path, "train:\n  max_epochs: 0\n"))
+    for limit in ("max_steps: 10", "max_minutes: 0.5", "max_epochs: 1"):
+        load_config(write(tmp_path, f"train:\n  max_epochs: 0\n  {limit}\n"))

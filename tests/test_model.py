@@ -80,19 +80,73 @@ def test_step_by_step_decoding_equals_teacher_forcing(arch, readout):
             assert torch.allclose(attn_i, attn[:, i], atol=1e-10)
 
 
-def test_paper_initialisation():
+def _orthogonal_gates(U: torch.Tensor, n: int) -> bool:
+    return all(torch.allclose(b @ b.t(), torch.eye(n), atol=1e-5) for b in U.detach().chunk(3, 0))
+
+
+def test_paper_initialisation_is_appendix_b():
     from rnnsearch.config import ModelConfig
     from rnnsearch.model import build_model
 
-    model = build_model(ModelConfig(emb=20, hidden=16, align=12, maxout=8), 50, 60)
-    U = model.enc_fwd.U.weight.detach()
-    for block in U.chunk(3, 0):  # each recurrent gate matrix is orthogonal
-        assert torch.allclose(block @ block.t(), torch.eye(16), atol=1e-5)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(emb=40, hidden=32, align=48, maxout=24, init="paper"), 500, 600).requires_grad_(False)
+    for gru in (model.enc_fwd, model.enc_bwd, model.decoder):  # recurrent gate matrices orthogonal
+        assert _orthogonal_gates(gru.U.weight, 32)
     assert (model.attention.v_a.weight == 0).all()
-    assert model.attention.W_a.weight.std() < 0.003  # N(0, 0.001^2)
-    assert 0.005 < model.W_o.weight.std() < 0.015  # N(0, 0.01^2)
-    assert (model.decoder.W.bias == 0).all()
+    for w in (model.attention.W_a.weight, model.attention.U_a.weight):  # N(0, 0.001²)
+        assert abs(float(w.std()) - 0.001) < 0.0001 and abs(float(w.mean())) < 0.0001
+    for w in (model.W_o.weight, model.src_emb.weight[1:], model.C.weight, model.enc_fwd.W.weight):  # N(0, 0.01²)
+        assert abs(float(w.std()) - 0.01) < 0.001
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            assert (p == 0).all(), name
     assert (model.tgt_emb.weight[PAD] == 0).all()
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
+def test_uniform_initialisation_fills_every_parameter(arch):
+    from rnnsearch.config import ModelConfig
+    from rnnsearch.model import build_model
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch=arch, emb=40, hidden=32, align=48, maxout=24, init="uniform",
+                                    init_scale=0.05), 500, 600).requires_grad_(False)
+    for name, p in model.named_parameters():
+        if name.endswith("_emb.weight"):
+            assert (p[PAD] == 0).all()
+            p = p[PAD + 1:]
+        assert float(p.abs().max()) <= 0.05, name
+        if p.numel() >= 1000:  # U(-a, a): std a/√3, mean 0
+            assert abs(float(p.std()) - 0.05 / 3 ** 0.5) < 0.003, name
+            assert abs(float(p.mean())) < 0.004, name
+    if arch == "rnnsearch":  # v_a ≠ 0: the alignment scores differ from the start
+        assert (model.attention.v_a.weight != 0).all()
+
+
+@pytest.mark.parametrize("scheme", ["glorot", "glorot_orthogonal"])
+def test_glorot_initialisation(scheme):
+    from rnnsearch.config import ModelConfig
+    from rnnsearch.model import build_model
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(emb=40, hidden=32, align=48, maxout=24, init=scheme), 500, 600).requires_grad_(False)
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            assert (p == 0).all(), name
+    bound = (6 / (40 + 32)) ** 0.5  # each gate block of W (3n x m) on its own
+    W = model.enc_fwd.W.weight
+    assert float(W.abs().max()) <= bound and abs(float(W.std()) - bound / 3 ** 0.5) < 0.01
+    bound = (6 / (24 + 600)) ** 0.5
+    assert float(model.W_o.weight.abs().max()) <= bound
+    assert abs(float(model.W_o.weight.std()) - bound / 3 ** 0.5) < 0.003
+    assert _orthogonal_gates(model.decoder.U.weight, 32) == (scheme == "glorot_orthogonal")
+
+
+def test_initialisation_default_and_paper_preset():
+    from rnnsearch.config import ModelConfig, config_from_dict
+
+    assert ModelConfig().init == "uniform" and ModelConfig().init_scale == 0.1
+    assert config_from_dict({"preset": "paper"}).model.init == "paper"  # the faithful model stays one word away
 
 
 def test_paper_preset_parameter_count():

@@ -148,3 +148,44 @@ def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in records if r.get("kind") == "train"][-1] < 10
     assert json.loads((model_dir / "config.json").read_text())["train"]["compile"] is True
+
+
+@pytest.mark.parametrize("optimizer, given, used", [("adam", None, 1e-8), ("adam", 1e-6, 1e-6),
+                                                    ("adadelta", None, 1e-6), ("adam", 1e-4, 1e-4)])
+def test_optimizer_uses_the_eps_the_config_says(optimizer, given, used, tmp_path):
+    from rnnsearch.config import config_from_dict
+    from rnnsearch.train import make_optimizer
+
+    train_cfg = {"optimizer": optimizer} if given is None else {"optimizer": optimizer, "eps": given}
+    cfg = config_from_dict({"train": train_cfg})
+    assert cfg.train.eps == used  # what config.json records ...
+    opt = make_optimizer(cfg, [torch.nn.Parameter(torch.zeros(3))])
+    assert opt.defaults["eps"] == used  # ... is what the optimizer gets
+    cfg.save(tmp_path / "config.json")
+    assert json.loads((tmp_path / "config.json").read_text())["train"]["eps"] == used
+
+
+def test_resume_warns_for_every_setting_it_ignores(tmp_path, caplog):
+    cfg = toy_config(tmp_path, "run", max_steps=5, max_epochs=0)
+    train(cfg)
+    again = toy_config(tmp_path, "run", max_steps=8, max_epochs=0, lr=0.5, batch_size=7)
+    again.model.hidden = 64
+    with caplog.at_level("WARNING", logger="rnnsearch"):
+        train(again, resume=True)
+    ignored = sorted(r.getMessage().split()[2].split("=")[0] for r in caplog.records if "ignoring" in r.getMessage())
+    assert ignored == ["model.hidden", "train.batch_size", "train.lr"]  # max_steps is taken, not ignored
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["model"]["hidden"] == 32 and saved["train"]["lr"] == 0.01
+    assert json.loads((tmp_path / "run" / "DONE").read_text())["step"] == 8
+
+
+def test_training_stops_at_the_target_validation_loss(tmp_path):
+    cfg = toy_config(tmp_path, "target", max_epochs=5, valid_every=10, valid_metric="loss", stop_valid_loss=50.0)
+    train(cfg)  # any loss is under 50: the first validation (step 10) ends the run
+    done = json.loads((tmp_path / "target" / "DONE").read_text())
+    assert done["step"] == 10 and "stop_valid_loss=50.0" in done["reason"]
+    records = [json.loads(x) for x in (tmp_path / "target" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r.get("kind") == "valid"] == [10]
+    never = toy_config(tmp_path, "never", max_epochs=1, valid_every=10, stop_valid_loss=1e-9)
+    train(never)
+    assert json.loads((tmp_path / "never" / "DONE").read_text())["reason"] == "max_epochs"

@@ -84,6 +84,9 @@ class ModelConfig:
     dropout_dec_state: float = 0.0  # on the decoder's carried state s_{i-1} (one mask per sentence)
     word_dropout: float = 0.0  # source tokens replaced by UNK during training
     word_dropout_target: float = 0.0  # previous target words fed to the decoder replaced by UNK (training)
+    # paper: Appendix B (slow to start: v_a = 0 gives W_a, U_a no gradient); uniform: U(±init_scale)
+    init: Literal["uniform", "paper", "glorot", "glorot_orthogonal"] = "uniform"
+    init_scale: float = 0.1  # bound of init: uniform
 
 
 @dataclass
@@ -91,7 +94,7 @@ class TrainConfig:
     optimizer: Literal["adadelta", "adam"] = "adadelta"  # the paper used Adadelta (rho 0.95, eps 1e-6)
     lr: float = 1.0  # learning rate (Adadelta: 1.0 as in the paper)
     rho: float = 0.95  # Adadelta
-    eps: float = 1e-6  # Adadelta / Adam epsilon
+    eps: Optional[float] = None  # epsilon; unset: 1e-6 for Adadelta (the paper), 1e-8 for Adam (torch's)
     weight_decay: float = 0.0  # L2 penalty in the optimizer
     clip_norm: float = 1.0  # clip the gradient's global norm to this (paper: 1); 0: off
     label_smoothing: float = 0.0  # share of probability spread over the vocabulary in the loss
@@ -106,6 +109,7 @@ class TrainConfig:
     valid_beam: int = 1  # beam size of the validation BLEU decode
     valid_metric: Literal["bleu", "loss"] = "bleu"  # what picks the best checkpoint and drives patience
     patience: int = 0  # validations without improvement before stopping; 0: never
+    stop_valid_loss: float = 0.0  # stop once a validation loss is at most this; 0: never
     lr_decay: float = 1.0  # multiply lr by this on a plateau (1.0: off)
     lr_patience: int = 2  # validations without improvement before lr decays
     min_lr: float = 0.0  # lr never decays below this
@@ -118,6 +122,10 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads; 0: torch's default
     progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed
+
+    def __post_init__(self) -> None:
+        if self.eps is None:  # resolved on construction, so config.json says what the optimizer used
+            self.eps = 1e-6 if self.optimizer == "adadelta" else 1e-8
 
 
 @dataclass
@@ -157,7 +165,7 @@ class Config:
 # paper; the small ones are sized for a laptop CPU.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
-        "model": {"emb": 620, "hidden": 1000, "align": 1000, "maxout": 500},
+        "model": {"emb": 620, "hidden": 1000, "align": 1000, "maxout": 500, "init": "paper"},
         "vocab": {"kind": "word", "size": 30000},
         "train": {"optimizer": "adadelta", "lr": 1.0, "batch_size": 80, "batching": "paper"},
     },
@@ -264,11 +272,16 @@ def _validate(cfg: Config, source: str) -> None:
     need(0.0 < v.character_coverage <= 1.0, "vocab.character_coverage", "must be in (0, 1]")
     need(t.batch_size > 0, "train.batch_size", "must be positive")
     need(t.lr > 0, "train.lr", "must be positive")
+    need(t.eps > 0, "train.eps", "must be positive")
     need(t.clip_norm >= 0, "train.clip_norm", "must be >= 0 (0 disables clipping)")
     need(0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
     need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
     need(t.max_epochs >= 0 and t.max_steps >= 0, "train.max_epochs", "limits must be >= 0")
+    need(t.max_epochs > 0 or t.max_steps > 0 or t.max_minutes > 0, "train.max_epochs",
+         "0 with no train.max_steps or train.max_minutes would train forever: set one of them")
+    need(m.init_scale > 0, "model.init_scale", "must be positive")
+    need(t.stop_valid_loss >= 0, "train.stop_valid_loss", "must be >= 0 (0: off)")
     need(t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
          "train.device", f"expected auto, cpu, cuda or cuda:N, got {t.device!r}")
     need(1 <= d.beam <= 256, "decode.beam", "must be in 1..256")

@@ -102,15 +102,54 @@ def init_paper_(module: nn.Module) -> None:
         leaf = name.split(".")[-2] if "." in name else name
         if name.endswith("bias"):
             nn.init.zeros_(p)
-        elif leaf == "U" and isinstance(_owner(module, name), GRU):
-            for block in p.data.chunk(3, 0):  # each n x n gate matrix orthogonal
-                nn.init.orthogonal_(block)
+        elif _is_recurrent(module, name):
+            _orthogonal_gates_(p)
         elif leaf in ("W_a", "U_a"):
             nn.init.normal_(p, 0.0, 0.001)
         elif leaf == "v_a":
             nn.init.zeros_(p)
         else:
             nn.init.normal_(p, 0.0, 0.01)
+
+
+def init_weights_(module: nn.Module, scheme: str = "paper", scale: float = 0.1) -> None:
+    """Initialise every parameter of `module` by `scheme` (``model.init``):
+
+    - ``paper``: Appendix B exactly (:func:`init_paper_`). With v_a = 0 every alignment score is 0
+      and W_a, U_a get no gradient until v_a has grown; small N(0, 0.01²) weights shrink the
+      signal layer by layer. Faithful, and slow to start.
+    - ``uniform``: every weight and bias U(-scale, scale) (OpenNMT-py's ``param_init`` 0.1).
+    - ``glorot``: matrices Glorot/Xavier-uniform, U(±√(6 / (fan_in + fan_out))), each gate's block
+      of a stacked GRU matrix on its own; biases zero.
+    - ``glorot_orthogonal``: as ``glorot``, but the recurrent gate blocks random orthogonal.
+    """
+    if scheme == "paper":
+        init_paper_(module)
+        return
+    if scheme not in ("uniform", "glorot", "glorot_orthogonal"):
+        raise ValueError(f"unknown initialisation {scheme!r}")
+    for name, p in module.named_parameters():
+        if scheme == "uniform":
+            nn.init.uniform_(p, -scale, scale)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+        elif scheme == "glorot_orthogonal" and _is_recurrent(module, name):
+            _orthogonal_gates_(p)
+        else:
+            owner = _owner(module, name)
+            gates = 3 if isinstance(owner, GRU) else 1  # [r; z; h̃] stacked: one block per gate
+            for block in p.data.chunk(gates, 0):
+                nn.init.xavier_uniform_(block)
+
+
+def _is_recurrent(root: nn.Module, name: str) -> bool:
+    """Whether parameter `name` is a GRU's recurrent matrix U."""
+    return name.split(".")[-2:] == ["U", "weight"] and isinstance(_owner(root, name), GRU)
+
+
+def _orthogonal_gates_(p: torch.Tensor) -> None:
+    for block in p.data.chunk(3, 0):  # each n x n gate matrix orthogonal
+        nn.init.orthogonal_(block)
 
 
 def _owner(root: nn.Module, param_name: str) -> nn.Module:

@@ -22,7 +22,7 @@ from torch import nn
 
 from .attention import Attention, at_least_fp32
 from .config import ModelConfig
-from .gru import GRU, can_fuse, fused_run, init_paper_, run_bidirectional
+from .gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
 from .vocab import PAD
 
 
@@ -95,8 +95,8 @@ class RNNsearch(nn.Module):
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
         self._compiled_step = None  # compile_step() sets it (train.compile)
-        init_paper_(self)
-        with torch.no_grad():  # keep <pad> rows zero after the paper's initialisation
+        init_weights_(self, cfg.init, cfg.init_scale)
+        with torch.no_grad():  # keep <pad> rows zero after initialisation
             self.src_emb.weight[PAD].zero_()
             self.tgt_emb.weight[PAD].zero_()
 

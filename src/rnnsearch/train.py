@@ -35,8 +35,7 @@ def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     if t.optimizer == "adadelta":
         return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
     # fused: one kernel over every parameter (5x faster than the per-tensor loop on a 2-core CPU)
-    return torch.optim.Adam(params, lr=t.lr, eps=1e-8 if t.eps == 1e-6 else t.eps, weight_decay=t.weight_decay,
-                            fused=True)
+    return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
 
 
 class _SummedCrossEntropy(torch.autograd.Function):
@@ -145,11 +144,12 @@ def validate(translator: Translator, data: ParallelData, raw_src: list[str], raw
     return out
 
 
-PLATEAU_KEYS = ("best", "bad_validations", "lr_bad", "lr")
+PLATEAU_KEYS = ("best", "bad_validations", "lr_bad", "lr", "valid_loss")
 
 
 def _after_validation(state: dict, record: dict, t) -> bool:
     """Update best score, patience counters and (on a plateau) the learning rate; True if improved."""
+    state["valid_loss"] = record["valid_loss"]
     score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
     if state["best"] is None or score > state["best"]:
         state["best"], state["bad_validations"], state["lr_bad"] = score, 0, 0
@@ -163,6 +163,39 @@ def _after_validation(state: dict, record: dict, t) -> bool:
     return False
 
 
+# What a resumed run takes from the config it is given; everything else comes from the model directory.
+RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "progress", "device", "precision", "threads")
+
+
+def resume_config(cfg: Config, model_dir: Path) -> Config:
+    """The saved config of `model_dir` with `cfg`'s training limits, device and precision
+    (RESUME_KEYS); every other key of `cfg` that differs from the saved run is ignored with a
+    warning naming it, since the model, data and vocabulary must stay those of the run."""
+    saved = read_config(model_dir)
+    given, kept = cfg.to_dict(), saved.to_dict()
+    for section, values in given.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if section == "train" and key in RESUME_KEYS:
+                setattr(saved.train, key, value)
+            elif value != kept.get(section, {}).get(key):
+                log.warning("--resume: ignoring %s.%s=%r; the run continues with %r from %s", section, key,
+                            value, kept.get(section, {}).get(key), model_dir / "config.json")
+    saved.model_dir = str(model_dir)
+    return saved
+
+
+def _validation_stop(state: dict, t) -> str | None:
+    """Why training ends after the validation just done, if it does: patience run out, or the
+    validation loss down to ``train.stop_valid_loss``."""
+    if t.patience and state["bad_validations"] >= t.patience:
+        return f"no improvement in {t.patience} validations"
+    if t.stop_valid_loss and state["valid_loss"] is not None and state["valid_loss"] <= t.stop_valid_loss:
+        return f"validation loss {state['valid_loss']:.4g} <= stop_valid_loss={t.stop_valid_loss}"
+    return None
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
 
@@ -171,12 +204,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
     t = cfg.train
     model_dir = Path(cfg.model_dir)
     if resume:
-        saved = read_config(model_dir)
-        saved.train.max_epochs, saved.train.max_steps = t.max_epochs, t.max_steps
-        saved.train.max_minutes, saved.train.progress, saved.train.device = t.max_minutes, t.progress, t.device
-        saved.train.precision = t.precision
-        cfg, t = saved, saved.train
-        cfg.model_dir = str(model_dir)
+        cfg = resume_config(cfg, model_dir)
+        t = cfg.train
         (model_dir / "DONE").unlink(missing_ok=True)
         for stale in model_dir.glob(".*.tmp"):  # half-written files of a killed run
             stale.unlink()
@@ -228,7 +257,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
     optimizer = make_optimizer(cfg, model.parameters())
     state = {"step": 0, "epoch": 0, "position": 0, "best": None, "bad_validations": 0,
-             "lr_bad": 0, "lr": t.lr, "tokens": 0, "seconds": 0.0}
+             "lr_bad": 0, "lr": t.lr, "tokens": 0, "seconds": 0.0, "valid_loss": None}
     if resume:
         state.update(load_train_state(model_dir, model, optimizer))
         log.info("resumed %s at step %d (epoch %d, batch %d)", model_dir, state["step"], state["epoch"],
@@ -285,13 +314,20 @@ def train(cfg: Config, resume: bool = False) -> Path:
     stop = None
     bad_in_row = 0
     model.train()
+    run_bar = None  # with a step budget, one bar over the whole run: its ETA is the run's
+    if t.progress and ctx.main and t.max_steps:
+        from tqdm import tqdm
+
+        run_bar = tqdm(total=t.max_steps, initial=state["step"], unit="step", dynamic_ncols=True)
     while stop is None:
         epoch = state["epoch"]
         if t.max_epochs and epoch >= t.max_epochs:
             break
         batches = make_batches(train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
-        bar = None
-        if t.progress and ctx.main:
+        bar = run_bar
+        if bar is not None:
+            bar.set_description(f"epoch {epoch + 1}")
+        elif t.progress and ctx.main:
             from tqdm import tqdm
 
             bar = tqdm(total=len(batches), initial=state["position"], desc=f"epoch {epoch + 1}",
@@ -352,8 +388,8 @@ def train(cfg: Config, resume: bool = False) -> Path:
             state["seconds"] = time.time() - started
             if t.valid_every and state["step"] % t.valid_every == 0 and pos < len(batches) - 1:
                 checkpoint("valid")
-                if t.patience and state["bad_validations"] >= t.patience:
-                    stop = f"no improvement in {t.patience} validations"
+                stop = _validation_stop(state, t)
+                if stop is not None:
                     break
             if t.max_steps and state["step"] >= t.max_steps:
                 stop = f"reached max_steps={t.max_steps}"
@@ -361,13 +397,15 @@ def train(cfg: Config, resume: bool = False) -> Path:
             if t.max_minutes and distributed.broadcast(state["seconds"] >= t.max_minutes * 60, ctx):
                 stop = f"reached max_minutes={t.max_minutes}"
                 break
-        if bar is not None:
+        if bar is not None and bar is not run_bar:
             bar.close()
         if state["position"] >= len(batches):
             state["epoch"], state["position"] = epoch + 1, 0
         checkpoint("epoch" if stop is None else "final")
-        if stop is None and t.patience and state["bad_validations"] >= t.patience:
-            stop = f"no improvement in {t.patience} validations"
+        if stop is None:
+            stop = _validation_stop(state, t)
+    if run_bar is not None:
+        run_bar.close()
     if ctx.enabled:  # every rank must hold the same weights; say so in the log
         sums = distributed.weight_checksums(model, ctx)
         metrics.write({"step": state["step"], "kind": "ranks", "world": ctx.world, "weight_checksums": sums,
