@@ -8,8 +8,8 @@ The model is the anchors' size: emb 256, bidirectional encoder 2 x 256, alignmen
 512 (so the output layer is 512 x V, as the anchors' 512-wide decoders have), sentencepiece
 BPE 8k per side, batches of 64 sentences, Adam 0.001, gradient norm clipped at 1.
 
---quick uses Multi30k De→En when ../shared/data is present, else the built-in English→Chinese
-corpus. The side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr
+--quick uses Multi30k De→En from $RNNSEARCH_DATA/multi30k (or ./data/multi30k, where `rnnsearch
+data get multi30k` writes it) when present, else the built-in English→Chinese corpus. The side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr
 .de/.en, plain or .gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of
 their own (--venvs, once), trains all three systems twice on identical sentencepiece pieces
 (a short round A-B-C, then a longer one C-B-A whose models are kept), decodes test_2016_flickr
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import platform
 import resource
 import shutil
@@ -95,15 +96,16 @@ BENCH_CONFIG = {
 SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 
 
-SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+# $RNNSEARCH_DATA/multi30k (a development copy) when set, else where `rnnsearch data get multi30k` writes
+DEFAULT_MULTI30K = Path(os.environ.get("RNNSEARCH_DATA") or "data") / "multi30k"
 
 
 def load_corpus(corpus: Path | None):
-    """Multi30k De→En from `corpus` (default: ../shared/data/multi30k when it is there, else the
-    built-in English→Chinese corpus). A corpus asked for by name must exist."""
+    """Multi30k De→En from `corpus` (default: DEFAULT_MULTI30K when it is there, else the built-in
+    English→Chinese corpus). A corpus asked for by name must exist."""
     if corpus is not None and not (corpus / "train.de.gz").exists() and not (corpus / "train.de").exists():
         raise SystemExit(f"bench: {corpus} has no train.de(.gz); give --corpus a Multi30k directory")
-    corpus = corpus or SHARED_MULTI30K
+    corpus = corpus or DEFAULT_MULTI30K
     if (corpus / "train.de.gz").exists() or (corpus / "train.de").exists():
         train = read_parallel(_find(corpus, "train.de"), _find(corpus, "train.en"))
         test = read_parallel(_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en"))
@@ -356,7 +358,7 @@ def side_by_side(args) -> None:
     # its ratios are reported too, but the like-for-like comparison is fp32 against fp32
     systems = ["rnnsearch", "opennmt", "joeynmt"]
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
-    data = prepare_data(Path(args.corpus or SHARED_MULTI30K), work, args.test_sentences)
+    data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
     test_src = data["dir"] / "test.src"
     n_test = len(data["test_refs"])
     gemm = [gemm_gflops()]
@@ -477,7 +479,8 @@ def main() -> None:
     ap.add_argument("--warmup-steps", type=int, default=0, help="--quick: untimed steps (default 5, 30 with --compile)")
     ap.add_argument("--decode-batch", type=int, default=64, help="--quick: sentences per decoding batch")
     ap.add_argument("--corpus", help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); "
-                    "default ../shared/data/multi30k, where --quick falls back to the built-in corpus if absent")
+                    "default $RNNSEARCH_DATA/multi30k or ./data/multi30k; --quick falls back to the built-in "
+                    "corpus if absent")
     ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"), help="side by side: working directory")
     ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench", help="side by side: the anchors' virtualenvs")
     ap.add_argument("--short-steps", type=int, default=200, help="side by side: steps of training round A")

@@ -3,7 +3,7 @@
 # GPU under a wall-clock cap, then score test_2016_flickr (beam 5 and greedy) with sacrebleu.
 #   DATA=path/to/multi30k OUT=results-dir MINUTES=6 bash benchmarks/gpu_multi30k.sh [--set k=v ...]
 set -euo pipefail
-DATA=${DATA:-../shared/data/multi30k}
+DATA=${DATA:-${RNNSEARCH_DATA:-data}/multi30k}
 OUT=${OUT:-runs/gpu-out}
 MINUTES=${MINUTES:-6}
 RUN=${RUN:-/tmp/m30-gpu}

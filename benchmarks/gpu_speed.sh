@@ -12,7 +12,7 @@
 # A variant that fails is logged and the next one runs: every JSON that exists is a measurement.
 # DEVICE=cpu rehearses the whole script on a CPU (its figures are then CPU figures).
 set -uo pipefail
-DATA=${DATA:-../shared/data/multi30k}
+DATA=${DATA:-${RNNSEARCH_DATA:-data}/multi30k}
 OUT=${OUT:-runs/gpu-speed}
 SECONDS_EACH=${SECONDS_EACH:-10}
 VARIANTS=${VARIANTS-"fp32 bf16 bf16-cudnn bf16-cudnn-tok bf16-cudnn-compile-tok bf16-cudnn-tok32k bf16-cudnn-compile-tok32k"}

@@ -1,7 +1,7 @@
 """Alignment error rate of RNNsearch attention on the Hansards NAACL-2003 gold alignments,
 next to a statistical aligner (eflomal) on the same sentences.
 
-    python benchmarks/hansards_aer.py --data ../shared/data --work runs/hansards [--minutes 45]
+    python benchmarks/hansards_aer.py --data DIR --work runs/hansards [--minutes 45]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
@@ -188,7 +188,9 @@ def grow_diag_final_and(fwd: set, rev: set) -> set:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--data", default=os.environ.get("RNNSEARCH_DATA") or "data",
+                    help="folder holding hansards_csc401_en_fr/ and hansards_naacl2003_align_gold/ "
+                         "(default $RNNSEARCH_DATA, else ./data)")
     ap.add_argument("--work", default="runs/hansards")
     ap.add_argument("--sentences", type=int, default=310661, help="training pairs (subsample)")
     ap.add_argument("--minutes", type=float, default=45.0, help="training wall-clock budget")

@@ -18,7 +18,6 @@ from rnnsearch import corpora
 from rnnsearch.cli import main
 from rnnsearch.corpora import CATALOGUE, Corpus, DownloadError, Remote, get
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 class Server:
@@ -249,9 +248,9 @@ def test_bad_archive_and_bad_columns_name_the_problem(server, tmp_path):
     assert not list(tmp_path.glob(".*partial"))
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is not present on this machine")
-def test_pinned_catalogue_reproduces_the_development_data(server, tmp_path):
-    """The real pinned hashes and extraction, with the shared copies of the upstream files as mirror."""
+def test_pinned_catalogue_reproduces_the_development_data(server, tmp_path, shared_data):
+    """The real pinned hashes and extraction, with the development copies of the upstream files as mirror."""
+    SHARED = shared_data
     for name, folder in (("multi30k", "multi30k"), ("wmt14-newstest", "wmt14_en_fr_newstest"),
                          ("hansards-naacl2003", "hansards_naacl2003_align_gold")):
         corpus = CATALOGUE[name]
@@ -320,3 +319,33 @@ def test_split_errors_name_the_file(tmp_path):
     with pytest.raises(corpora.DataError, match="distinct extensions"):
         corpora.split([tmp_path / "a.en", tmp_path / "a.en"], tmp_path / "o", valid=1, test=1)
     assert not (tmp_path / "o").exists()
+
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.yaml"
+SMALL = ["--set", "model.emb=16", "--set", "model.hidden=16", "--set", "model.align=16", "--set", "model.maxout=8",
+         "--set", "vocab.size=300", "--set", "train.max_steps=3", "--set", "train.batch_size=16",
+         "--set", "train.progress=false", "--set", "train.threads=1", "--set", "data.valid_bleu_sentences=8"]
+
+
+def test_shipped_config_without_its_corpus_says_how_to_fetch_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the config's data/multi30k/... is relative to the working directory
+    assert main(["train", str(CONFIG)] + SMALL) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("rnnsearch: error: data/multi30k/train.de.gz: no such file "
+                   "(run: rnnsearch data get multi30k)")
+    assert not (tmp_path / "runs").exists()
+    assert main(["experiment", "length-curve", "--corpus", "multi30k-de-en", "--budget-steps", "1"]) == 2
+    assert "run: rnnsearch data get multi30k --dir data" in capsys.readouterr().err
+
+
+def test_readme_path_data_get_then_train_with_no_path_overrides(server, tmp_path, monkeypatch, shared_data):
+    """The README's commands as a user runs them: `rnnsearch data get multi30k` (here from a mirror on
+    127.0.0.1 serving the development copies), then `rnnsearch train configs/multi30k_de_en.yaml`."""
+    for remote in CATALOGUE["multi30k"].files:
+        server.files[remote.path] = (shared_data / "multi30k" / remote.url.rsplit("/", 1)[-1]).read_bytes()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RNNSEARCH_CACHE", str(tmp_path / "cache"))
+    assert main(["data", "get", "multi30k", "--mirror", server.url, "--no-progress"]) == 0
+    assert main(["train", str(CONFIG)] + SMALL) == 0  # sizes shrunk for the test; every path as shipped
+    done = tmp_path / "runs" / "multi30k_de_en" / "DONE"
+    assert done.exists() and '"step": 3' in done.read_text()

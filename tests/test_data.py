@@ -217,22 +217,21 @@ def test_collate_tensors():
     assert b.tgt_in.shape == b.tgt_out.shape
     assert (b.tgt_in[:, 0] == BOS).all()
     assert b.indices == [0, 4]
-    assert b.n_tgt_tokens == 3 + 4 == target_tokens(exs)  # on the tensors and on the CPU alike
+    assert int((b.tgt_out != PAD).sum()) == 3 + 4 == target_tokens(exs)  # on the tensors and on the CPU alike
     for t in (b.src, b.tgt_in, b.tgt_out):
         assert t.dtype == torch.long
 
 
-def test_collate_word_dropout_only_touches_real_source_tokens():
-    from rnnsearch.data import Example
+def test_source_word_dropout_only_touches_real_source_tokens():
+    from rnnsearch.data import Example, drop_words
 
     exs = [Example(list(range(4, 40)), [5], 0), Example([4, 5], [6], 1)]
-    b = collate(exs, word_dropout=0.5, rng=random.Random(0))
+    b = collate(drop_words(exs, 0.5, random.Random(0)))
     assert (b.src[b.src_mask] == UNK).any()
     assert (b.src[~b.src_mask] == PAD).all()
     assert b.src_mask.tolist() == collate(exs).src_mask.tolist()
     assert b.tgt_out.tolist() == collate(exs).tgt_out.tolist()
-    # without an rng (evaluation), no dropout
-    assert collate(exs, word_dropout=0.5).src.tolist() == collate(exs).src.tolist()
+    assert b.tgt_in.tolist() == collate(exs).tgt_in.tolist()  # the target side only with p_target
 
 
 def test_target_word_dropout_hides_decoder_inputs_not_what_is_predicted():

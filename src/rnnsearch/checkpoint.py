@@ -38,6 +38,10 @@ def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | 
     atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata or {}))
 
 
+class VocabularyMismatch(CheckpointError):
+    """Weights whose embedding or output layer does not fit the vocabulary files beside them."""
+
+
 def load_weights(path: Path, model: torch.nn.Module) -> None:
     if not path.exists():
         raise CheckpointError(f"{path}: no such weights file")
@@ -53,8 +57,10 @@ def load_weights(path: Path, model: torch.nn.Module) -> None:
                               f"(missing {missing[:3]}, unexpected {extra[:3]})")
     for k, v in tensors.items():
         if v.shape != own[k].shape:
-            raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, the model expects "
-                                  f"{tuple(own[k].shape)} (vocabulary or size mismatch)")
+            # embeddings and the output layer are sized by the vocabularies
+            kind = VocabularyMismatch if "_emb." in k or "W_o." in k else CheckpointError
+            raise kind(f"{path}: {k} has shape {tuple(v.shape)}, the model expects "
+                       f"{tuple(own[k].shape)} (vocabulary or size mismatch)")
     model.load_state_dict(tensors)
 
 
@@ -84,9 +90,7 @@ def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu", we
     model = build_model(cfg.model, len(src_tok), len(tgt_tok))
     try:
         load_weights(model_dir / weights, model)
-    except CheckpointError as e:
-        if "_emb." not in str(e) and "W_o." not in str(e):
-            raise
+    except VocabularyMismatch as e:
         raise CheckpointError(f"{e}; the tokenizer files in {model_dir} have {len(src_tok):,} source and "
                               f"{len(tgt_tok):,} target entries: they are not the vocabulary this model was "
                               f"trained with (was a tokenizer file replaced?)") from None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .checkpoint import CheckpointError
 from .config import ConfigError, load_config
-from .io import DataError, atomic_write_text
+from .io import DataError, MissingFileError, atomic_write_text
 
 log = logging.getLogger("rnnsearch")
 
@@ -51,11 +51,19 @@ def cmd_train(args) -> None:
     if args.resume is not None and args.config is not None:
         log.info("--resume: model, data and vocabulary settings come from %s/config.json; "
                  "only training limits and device are taken from %s", args.resume, args.config)
-    train(cfg, resume=args.resume is not None)
+    try:
+        train(cfg, resume=args.resume is not None)
+    except MissingFileError as e:  # a standard corpus not fetched yet: say how to fetch it
+        from .corpora import fetch_hint
+
+        hint = fetch_hint(e.path)
+        if hint is None:
+            raise
+        raise MissingFileError(e.path, f"{e} (run: {hint})") from None
 
 
 def _read_input(path: str | None) -> list[str]:
-    from .io import read_lines
+    from .io import EmptyFileError, read_lines
 
     if path is None or path == "-":
         data = sys.stdin.buffer.read()
@@ -70,10 +78,8 @@ def _read_input(path: str | None) -> list[str]:
         return [ln.rstrip("\r") for ln in lines]
     try:
         return read_lines(path)
-    except DataError as e:
-        if str(e).endswith("file is empty"):
-            return []
-        raise
+    except EmptyFileError:
+        return []
 
 
 def cmd_translate(args) -> None:
@@ -183,9 +189,7 @@ def _attention_records(args) -> tuple[list[int], list[dict]]:
         forced = model.force([sources[n - 1] for n in picked], [targets[n - 1] for n in picked])
         results = []
         for n, weights in zip(picked, forced):
-            src_tokens = model.src_tok.pieces(model.src_tok.encode(sources[n - 1]))
-            tgt_tokens = model.tgt_tok.pieces(model.tgt_tok.encode(targets[n - 1])) + ["</s>"]
-            results.append((weights, src_tokens, tgt_tokens))
+            results.append((weights, *model.labels(sources[n - 1], targets[n - 1])))
     else:
         translations = model.translate([sources[n - 1] for n in picked], beam=args.beam)
         results = [(t.attention, t.source_tokens, t.tokens + ["</s>"]) for t in translations]
@@ -244,9 +248,7 @@ def cmd_align(args) -> None:
     for n, (weights, s, t) in enumerate(zip(forced, src_in, tgt_in), 1):
         if weights is None:
             raise DataError(f"{args.model}: an RNNencdec model has no attention to align with")
-        pieces_s = model.src_tok.pieces(model.src_tok.encode(s))
-        pieces_t = model.tgt_tok.pieces(model.tgt_tok.encode(t)) + ["</s>"]
-        words, src_words, tgt_words = merge_subwords(weights, pieces_s, pieces_t)
+        words, src_words, tgt_words = merge_subwords(weights, *model.labels(s, t))
         words = words[: len(tgt_words) - 1]  # the </s> row aligns nothing
         if len(src_words) != len(s.split()) or len(words) != len(t.split()):
             raise DataError(f"{args.src}:{n}: the tokenizer does not keep whitespace words "
@@ -312,8 +314,8 @@ def cmd_quickstart(args) -> None:
 def cmd_demo(args) -> None:
     from .demo import run_demo
 
-    run_demo(args.out, seed=args.seed, n_train=args.sentences, minutes=args.minutes, epochs=args.epochs,
-             overrides=args.set or [], progress=not args.no_progress)
+    run_demo(args.out, seed=args.seed, n_train=args.sentences, steps=args.steps, minutes=args.minutes,
+             epochs=args.epochs, overrides=args.set or [], progress=not args.no_progress)
 
 
 def cmd_figure(args) -> None:
@@ -464,12 +466,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tgt-vocab", type=int)
     p.set_defaults(func=cmd_params)
 
+    from .demo import DEMO_STEPS, DEMO_TARGET_LOSS
+
     p = sub.add_parser("demo", help="English→Chinese demo: train, translate, show attention (under 5 minutes)")
     p.add_argument("--out", default="rnnsearch-demo", help="output directory (default ./rnnsearch-demo)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sentences", type=int, default=20000, help="training sentences to generate")
-    p.add_argument("--minutes", type=float, default=4.25, help="training time budget (the whole demo stays under 5)")
-    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--steps", type=int, default=DEMO_STEPS,
+                   help=f"most training steps (default {DEMO_STEPS}); training stops sooner, at the validation "
+                        f"loss {DEMO_TARGET_LOSS} (about 3,000 steps, 3-4 minutes on 2 cores). A slower machine "
+                        "takes longer and trains the same model")
+    p.add_argument("--minutes", type=float, default=0.0, help="optional wall-clock cap on training (0: none)")
+    p.add_argument("--epochs", type=int, default=0, help="optional cap on epochs (0: none)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a demo setting")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
@@ -489,7 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training steps per model instead of minutes: the same budget on a busy or a faster machine")
     p.add_argument("--out", help="directory shared by the experiments on a corpus (default experiments/CORPUS): "
                    "data, models/ (finished ones are reused), NAME/ results")
-    p.add_argument("--data", default="../shared/data", help="directory holding the real corpora")
+    p.add_argument("--data", default="data", help="directory holding the real corpora, as `rnnsearch data get` "
+                   "writes them (default ./data)")
     p.add_argument("--train-sentences", type=int, default=30000,
                    help="synthetic: sentences to generate; real corpora: seeded subsample (0: all)")
     p.add_argument("--test-sentences", type=int, default=1000,

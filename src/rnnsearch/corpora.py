@@ -360,6 +360,17 @@ def get(name: str, out_dir: str | Path = "data", cache: str | Path | None = None
     return out
 
 
+def fetch_hint(path: str | Path) -> str | None:
+    """The command that writes `path`, when it lies in a catalogue corpus's folder
+    (``data/multi30k/train.de.gz`` -> ``rnnsearch data get multi30k``); else None."""
+    path = Path(path)
+    for corpus in CATALOGUE.values():
+        if path.parent.name == corpus.folder:
+            where = path.parent.parent
+            return f"rnnsearch data get {corpus.name}" + ("" if where == Path("data") else f" --dir {where}")
+    return None
+
+
 def split(files: list[str | Path], out_dir: str | Path, valid: int = 1000, test: int = 1000,
           seed: int = 1) -> dict[str, int]:
     """Split line-aligned files (source first) into train/valid/test, seeded.

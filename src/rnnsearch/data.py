@@ -133,10 +133,6 @@ class Batch:
     tgt_out: torch.Tensor
     indices: list[int]
 
-    @property
-    def n_tgt_tokens(self) -> int:
-        return int((self.tgt_out != PAD).sum())
-
     def to(self, device) -> "Batch":
         return Batch(self.src.to(device, non_blocking=True), self.src_mask.to(device, non_blocking=True),
                      self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
@@ -162,9 +158,7 @@ def drop_words(examples: list[Example], p: float, rng: random.Random, p_target: 
     return out
 
 
-def collate(examples: list[Example], word_dropout: float = 0.0, rng: Optional[random.Random] = None) -> Batch:
-    if word_dropout > 0 and rng is not None:
-        examples = drop_words(examples, word_dropout, rng)
+def collate(examples: list[Example]) -> Batch:
     src = pad([e.src for e in examples])
     tgt_in = pad([[BOS] + (e.tgt if e.tgt_in is None else e.tgt_in) for e in examples])
     tgt_out = pad([e.tgt + [EOS] for e in examples])
@@ -193,8 +187,8 @@ def _cut(order: list[int], lengths: list[int], size: int, by_tokens: bool) -> li
 
 
 def target_tokens(examples: list[Example]) -> int:
-    """The target tokens a batch of these examples predicts, </s> included (what
-    Batch.n_tgt_tokens counts on the tensors), counted on the CPU: no wait for a GPU."""
+    """The target tokens a batch of these examples predicts, </s> included (the non-PAD entries
+    of its ``tgt_out``), counted on the CPU: no wait for a GPU."""
     return sum(len(e.tgt) + 1 for e in examples)
 
 

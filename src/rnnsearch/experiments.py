@@ -85,14 +85,23 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
         root = data_root / "europarl_it_en"
         names = {"train": "train", "valid": "valid", "test": "test"}
         src_lang, tgt_lang = "it", "en"
+        v7 = data_root / "europarl_v7_it_en"  # what `rnnsearch data get europarl-it-en` writes: one file a side
+        fetch = (f"rnnsearch data get europarl-it-en --dir {data_root} && rnnsearch data split --files "
+                 f"{v7}/all.it.gz {v7}/all.en.gz --dir {root}")
     else:
         root = data_root / "multi30k"
         names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
         src_lang, tgt_lang = "de", "en"
+        fetch = f"rnnsearch data get multi30k --dir {data_root}"
     if not root.exists():
-        raise DataError(f"{root}: corpus not found (give --data DIR holding {root.name}/)")
-    paths = {f"{k}.src": str(root / f"{v}.{src_lang}.gz") for k, v in names.items()}
-    paths.update({f"{k}.tgt": str(root / f"{v}.{tgt_lang}.gz") for k, v in names.items()})
+        raise DataError(f"{root}: corpus not found (run: {fetch}; or give --data DIR holding {root.name}/)")
+
+    def split_file(name: str) -> str:  # data get writes .gz, data split plain text: take what is there
+        gz = root / f"{name}.gz"
+        return str(gz if gz.exists() or not (root / name).exists() else root / name)
+
+    paths = {f"{k}.src": split_file(f"{v}.{src_lang}") for k, v in names.items()}
+    paths.update({f"{k}.tgt": split_file(f"{v}.{tgt_lang}") for k, v in names.items()})
     # CPU budgets: seeded subsamples of each split, written next to the models and logged
     for split, n in (("train", train_sentences), ("valid", valid_sentences), ("test", test_sentences)):
         if n:
@@ -136,7 +145,7 @@ def _mean_entropy(weights: list) -> float:
 
 
 def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
-                   data_root: str | Path = "../shared/data", train_sentences: int = 30000, seed: int = 1,
+                   data_root: str | Path = "data", train_sentences: int = 30000, seed: int = 1,
                    buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5,
                    overrides: list[str] = (), steps: int = 0) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones

@@ -17,6 +17,18 @@ class DataError(ValueError):
     """Bad input a user can fix; the message names the file, the line and the problem."""
 
 
+class MissingFileError(DataError):
+    """An input file that is not there; `path` is the file asked for."""
+
+    def __init__(self, path: Path, message: str | None = None):
+        super().__init__(message or f"{path}: no such file")
+        self.path = path
+
+
+class EmptyFileError(DataError):
+    """An input file with no bytes at all."""
+
+
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
     """Call `write(tmp_path)`, then rename over `path`: readers never see half a file."""
     path = Path(path)
@@ -51,7 +63,7 @@ def read_lines(path: str | Path) -> list[str]:
     """
     path = Path(path)
     if not path.exists():
-        raise DataError(f"{path}: no such file")
+        raise MissingFileError(path)
     if path.is_dir():
         raise DataError(f"{path}: is a directory, expected a text file")
     try:
@@ -63,7 +75,7 @@ def read_lines(path: str | Path) -> list[str]:
     except (OSError, EOFError) as e:
         raise DataError(f"{path}: cannot read ({e})") from None
     if not data:
-        raise DataError(f"{path}: file is empty")
+        raise EmptyFileError(f"{path}: file is empty")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

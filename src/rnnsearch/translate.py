@@ -54,9 +54,21 @@ class Translator:
     def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device):
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
 
-    def encode_source(self, text: str) -> list[int]:
-        ids = self.src_tok.encode(normalize(text, self.cfg.data.lowercase))
-        return ids[::-1] if self.cfg.data.reverse_source else ids
+    def source_ids(self, text: str) -> list[int]:
+        """The source pieces the model reads for `text`, in reading order: the text normalised
+        (and lower-cased) as in training, then tokenised. Every path that turns a source sentence
+        into pieces goes through here (translate, force, attention labels)."""
+        return self.src_tok.encode(normalize(text, self.cfg.data.lowercase))
+
+    def target_ids(self, text: str) -> list[int]:
+        """A given translation's target pieces, normalised as in training (for `force`)."""
+        return self.tgt_tok.encode(normalize(text, self.cfg.data.lowercase))
+
+    def labels(self, source: str, target: str) -> tuple[list[str], list[str]]:
+        """The column and row labels of ``force([source], [target])``'s weights: the source
+        pieces, and the target pieces followed by ``</s>``."""
+        return (self.src_tok.pieces(self.source_ids(source)),
+                self.tgt_tok.pieces(self.target_ids(target)) + ["</s>"])
 
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
@@ -79,7 +91,7 @@ class Translator:
         pieces: list[list[int]] = []  # reading-order token ids of every piece
         owner: list[int] = []  # the sentence each piece belongs to
         for k, text in enumerate(sentences):
-            ids = self.src_tok.encode(normalize(text, self.cfg.data.lowercase))
+            ids = self.source_ids(text)
             for start in range(0, len(ids), limit):
                 pieces.append(ids[start:start + limit])
                 owner.append(k)
@@ -91,8 +103,8 @@ class Translator:
             hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
                                 max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention,
                                 early_stop)
-        out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)] * n_best
-                                        for _ in sentences]
+        out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
+                                         for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
         for p, k in enumerate(owner):
             by_sentence.setdefault(k, []).append(p)
@@ -155,7 +167,8 @@ class Translator:
         from .data import Example, collate
 
         self.model.eval()
-        examples = [Example(self.encode_source(s), self.tgt_tok.encode(normalize(t, self.cfg.data.lowercase)), k)
+        rev = self.cfg.data.reverse_source
+        examples = [Example(self.source_ids(s)[::-1] if rev else self.source_ids(s), self.target_ids(t), k)
                     for k, (s, t) in enumerate(zip(sources, targets, strict=True))]
         out: list = [[] for _ in examples]  # an empty source has no attention rows
         todo = [k for k, e in enumerate(examples) if e.src]
