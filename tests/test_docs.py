@@ -93,7 +93,7 @@ def test_make_figures_on_a_tiny_model(tmp_path):
     """The figure script end to end, with a few-second demo model standing in for both models."""
     from rnnsearch.demo import run_demo
 
-    run_demo(tmp_path / "demo", seed=2, n_train=300, minutes=0.02, epochs=1, progress=False)
+    run_demo(tmp_path / "demo", seed=2, n_train=300, steps=5, progress=False)
     model = str(tmp_path / "demo" / "model")
     figures = runpy.run_path(str(ROOT / "docs" / "make_figures.py"))
     out = tmp_path / "figures"
@@ -119,7 +119,7 @@ def test_guide_commands_run_as_written(tmp_path, monkeypatch):
     from rnnsearch.cli import main
     from rnnsearch.demo import run_demo
 
-    run_demo(tmp_path / "rnnsearch-demo", seed=2, n_train=300, minutes=0.02, epochs=1, progress=False)
+    run_demo(tmp_path / "rnnsearch-demo", seed=2, n_train=300, steps=5, progress=False)
     shutil.copytree(tmp_path / "rnnsearch-demo" / "model", tmp_path / "runs" / "tatoeba_en_zh")
     shutil.copytree(ROOT / "docs" / "figures" / "guide", tmp_path / "docs" / "figures" / "guide",
                     ignore=shutil.ignore_patterns("*.png", "*.html"))
