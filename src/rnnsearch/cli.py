@@ -474,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sentences", type=int, default=20000, help="training sentences to generate")
     p.add_argument("--steps", type=int, default=DEMO_STEPS,
                    help=f"most training steps (default {DEMO_STEPS}); training stops sooner, at the validation "
-                        f"loss {DEMO_TARGET_LOSS} (about 3,000 steps, 3-4 minutes on 2 cores). A slower machine "
+                        f"loss {DEMO_TARGET_LOSS} (2,500-4,100 steps, 2-4 minutes on 2 cores). A slower machine "
                         "takes longer and trains the same model")
     p.add_argument("--minutes", type=float, default=0.0, help="optional wall-clock cap on training (0: none)")
     p.add_argument("--epochs", type=int, default=0, help="optional cap on epochs (0: none)")

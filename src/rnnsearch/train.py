@@ -144,7 +144,8 @@ def validate(translator: Translator, data: ParallelData, raw_src: list[str], raw
     return out
 
 
-PLATEAU_KEYS = ("best", "bad_validations", "lr_bad", "lr", "valid_loss")
+# The training state that rank 0's validation decides and every rank then takes from it.
+VALIDATION_KEYS = ("best", "bad_validations", "lr_bad", "lr", "valid_loss")
 
 
 def _after_validation(state: dict, record: dict, t) -> bool:
@@ -164,7 +165,8 @@ def _after_validation(state: dict, record: dict, t) -> bool:
 
 
 # What a resumed run takes from the config it is given; everything else comes from the model directory.
-RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "progress", "device", "precision", "threads")
+RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "stop_valid_loss", "progress", "device", "precision",
+               "threads")
 
 
 def resume_config(cfg: Config, model_dir: Path) -> Config:
@@ -282,7 +284,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
         if ctx.main and valid_data is not None:
             record.update(validate(translator, valid_data, valid_src, valid_tgt, cfg, t.valid_metric == "bleu"))
             improved = _after_validation(state, record, t)
-        improved, shared = distributed.broadcast((improved, {k: state[k] for k in PLATEAU_KEYS}), ctx)
+        improved, shared = distributed.broadcast((improved, {k: state[k] for k in VALIDATION_KEYS}), ctx)
         state.update(shared)
         for group in optimizer.param_groups:
             group["lr"] = state["lr"]
