@@ -115,9 +115,9 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
              progress: bool = True, max_clauses: int = 2) -> dict:
     """``rnnsearch demo``: generate the built-in English→Chinese corpus, train until the validation
     loss reaches DEMO_TARGET_LOSS or for `steps` updates (`minutes` and `epochs`, when not 0, are
-    caps on top), score (BLEU, AER, content-word
-    accuracy), and write the heat map, explorer page, attention JSON and results.json into
-    `out_dir`. Returns the results. `overrides` are ``KEY=VALUE`` strings applied to `DEMO_SETTINGS`.
+    caps on top), score (BLEU, AER, content-word accuracy), and write the heat map, explorer page,
+    attention JSON and results.json into `out_dir`. Returns the results. `overrides` are
+    ``KEY=VALUE`` strings applied to `DEMO_SETTINGS`.
     """
     from .explorer import write_explorer
     from .plotting import plot_attention
@@ -138,8 +138,11 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
                        valid_src=corpus["valid"][1]["src"], valid_tgt=corpus["valid"][1]["tgt"])
     raw["train"].update(seed=seed, max_steps=steps, max_minutes=minutes, max_epochs=epochs, progress=progress)
     cfg = config_from_dict(raw, list(overrides), source="demo settings")
-    log.info("demo: %d training sentences; training until the validation loss is at most %g, or %d steps",
-             n_train, cfg.train.stop_valid_loss, cfg.train.max_steps)
+    t = cfg.train
+    limits = [f"{name} {value:g}" for name, value in (("steps", t.max_steps), ("epochs", t.max_epochs),
+                                                       ("minutes", t.max_minutes)) if value]
+    log.info("demo: %d training sentences; training until the validation loss is at most %g (at most %s)",
+             n_train, t.stop_valid_loss, ", ".join(limits))
     train(cfg)
     train_seconds = time.time() - started
     trained_steps = json.loads((model_dir / "DONE").read_text(encoding="utf-8"))["step"]
