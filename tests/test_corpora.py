@@ -335,7 +335,7 @@ def test_shipped_config_without_its_corpus_says_how_to_fetch_it(tmp_path, monkey
                    "(run: rnnsearch data get multi30k)")
     assert not (tmp_path / "runs").exists()
     assert main(["experiment", "length-curve", "--corpus", "multi30k-de-en", "--budget-steps", "1"]) == 2
-    assert "run: rnnsearch data get multi30k --dir data" in capsys.readouterr().err
+    assert "(run: rnnsearch data get multi30k; or give --data DIR holding multi30k/)" in capsys.readouterr().err
 
 
 def test_readme_path_data_get_then_train_with_no_path_overrides(server, tmp_path, monkeypatch, shared_data):

@@ -92,7 +92,9 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
         root = data_root / "multi30k"
         names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
         src_lang, tgt_lang = "de", "en"
-        fetch = f"rnnsearch data get multi30k --dir {data_root}"
+        from .corpora import fetch_hint
+
+        fetch = fetch_hint(root / "train.de.gz")
     if not root.exists():
         raise DataError(f"{root}: corpus not found (run: {fetch}; or give --data DIR holding {root.name}/)")
 
