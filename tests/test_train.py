@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 import rnnsearch
 from rnnsearch.checkpoint import CheckpointError
+from rnnsearch.config import ConfigError
 from rnnsearch.toy import toy_pairs
 from rnnsearch.train import train
 
@@ -86,6 +87,20 @@ def test_resume_reaches_the_same_weights(tmp_path):
     b = load_file(str(tmp_path / "cut" / "last.safetensors"))
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def test_timed_saves_checkpoint_without_validating(tmp_path):
+    # a save every 1e-9 minutes: after every step; validation only at the epoch's end
+    cfg = toy_config(tmp_path, "timed", max_steps=5, keep_last=3, valid_every=0, save_every_minutes=1e-9)
+    train(cfg)
+    snaps = sorted(p.name for p in (tmp_path / "timed" / "checkpoints").iterdir())
+    assert snaps == [f"step-0000000{k}.safetensors" for k in (3, 4, 5)]
+    records = [json.loads(x) for x in (tmp_path / "timed" / "log.jsonl").read_text().splitlines()]
+    timed = [r for r in records if r["kind"] == "timed"]
+    assert [r["step"] for r in timed] == [1, 2, 3, 4] and not any("bleu" in r for r in timed)  # 5: the final
+    assert [r["kind"] for r in records if "valid_loss" in r] == ["final"]  # validated once, at the end
+    with pytest.raises(ConfigError, match="save_every_minutes"):
+        toy_config(tmp_path, "bad", save_every_minutes=-1)
 
 
 def run_cli(*args, stdin=None):

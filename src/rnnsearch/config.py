@@ -115,6 +115,7 @@ class TrainConfig:
     min_lr: float = 0.0  # lr never decays below this
     log_every: int = 100  # steps between training log lines
     keep_last: int = 0  # weight snapshots kept in checkpoints/ besides best and last (0: none)
+    save_every_minutes: float = 0.0  # also checkpoint (no validation) every N minutes of training; 0: off
     seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
@@ -282,6 +283,7 @@ def _validate(cfg: Config, source: str) -> None:
          "0 with no train.max_steps or train.max_minutes would train forever: set one of them")
     need(m.init_scale > 0, "model.init_scale", "must be positive")
     need(t.stop_valid_loss >= 0, "train.stop_valid_loss", "must be >= 0 (0: off)")
+    need(t.save_every_minutes >= 0, "train.save_every_minutes", "must be >= 0 (0: off)")
     need(t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
          "train.device", f"expected auto, cpu, cuda or cuda:N, got {t.device!r}")
     need(1 <= d.beam <= 256, "decode.beam", "must be in 1..256")

@@ -277,17 +277,20 @@ def train(cfg: Config, resume: bool = False) -> Path:
     metrics = MetricsLog(model_dir, t.tensorboard, enabled=ctx.main)
     translator = Translator(cfg, model, src_tok, tgt_tok, device)
 
-    def checkpoint(tag: str) -> None:
-        """Validate (rank 0), update best/lr/patience on every rank, write the checkpoint (rank 0)."""
+    def checkpoint(tag: str, validating: bool = True) -> None:
+        """Validate (rank 0), update best/lr/patience on every rank, write the checkpoint (rank 0).
+        Without `validating` (a timed save) the best weights are left alone wherever there is
+        validation data to judge them by."""
         record = {"step": state["step"], "epoch": state["epoch"]}
-        improved = True
-        if ctx.main and valid_data is not None:
-            record.update(validate(translator, valid_data, valid_src, valid_tgt, cfg, t.valid_metric == "bleu"))
-            improved = _after_validation(state, record, t)
-        improved, shared = distributed.broadcast((improved, {k: state[k] for k in VALIDATION_KEYS}), ctx)
-        state.update(shared)
-        for group in optimizer.param_groups:
-            group["lr"] = state["lr"]
+        improved = valid_data is None
+        if validating:
+            if ctx.main and valid_data is not None:
+                record.update(validate(translator, valid_data, valid_src, valid_tgt, cfg, t.valid_metric == "bleu"))
+                improved = _after_validation(state, record, t)
+            improved, shared = distributed.broadcast((improved, {k: state[k] for k in VALIDATION_KEYS}), ctx)
+            state.update(shared)
+            for group in optimizer.param_groups:
+                group["lr"] = state["lr"]
         if not ctx.main:
             return
         best = state["best"]  # kept as "higher is better": a loss is stored negated
@@ -313,6 +316,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
     scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
     started = time.time() - state["seconds"]
+    saved_at = state["seconds"]  # training seconds at the last timed save (train.save_every_minutes)
     stop = None
     bad_in_row = 0
     model.train()
@@ -396,6 +400,10 @@ def train(cfg: Config, resume: bool = False) -> Path:
             if t.max_steps and state["step"] >= t.max_steps:
                 stop = f"reached max_steps={t.max_steps}"
                 break
+            if t.save_every_minutes and distributed.broadcast(
+                    state["seconds"] - saved_at >= t.save_every_minutes * 60, ctx):
+                checkpoint("timed", validating=False)
+                saved_at = state["seconds"]
             if t.max_minutes and distributed.broadcast(state["seconds"] >= t.max_minutes * 60, ctx):
                 stop = f"reached max_minutes={t.max_minutes}"
                 break
