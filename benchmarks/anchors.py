@@ -133,9 +133,10 @@ def opennmt_config(work: Path, data: Path, steps: int, sizes: dict) -> Path:
         "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
         "word_vec_size": sizes["emb"], "hidden_size": 2 * sizes["hidden"],  # brnn: half a direction
         "global_attention": "mlp", "input_feed": 1, "bridge": False, "dropout": [0.0],
-        "optim": "adam", "learning_rate": 0.001, "max_grad_norm": 1.0,
+        "optim": "adam", "learning_rate": sizes.get("lr", 0.001), "max_grad_norm": 1.0,
         "batch_size": sizes["batch"], "batch_type": "sents", "normalization": "tokens",
-        "train_steps": steps, "valid_steps": 10 * steps, "save_checkpoint_steps": steps,
+        "train_steps": steps, "valid_steps": 10 * steps, "save_checkpoint_steps": sizes.get("save", steps),
+        "keep_checkpoint": -1,
         "save_model": str(work / "model"), "report_every": 20, "num_workers": 0, "seed": 1,
     }
     path = work / "config.yaml"
@@ -170,16 +171,19 @@ def opennmt_translate(python: Path, model: str, src: Path, out: Path, beam: int,
                 "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-report_time"],
                out.with_suffix(".log"), env=OLD_TORCH_LOAD)
     n = sum(1 for _ in open(src))
-    return {"seconds": opennmt_seconds(done.output, n), "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
+    return {"seconds": opennmt_seconds(done.output, n), "process_seconds": done.seconds,
+            "peak_rss_mb": done.peak_rss_mb}
 
 
 # -- JoeyNMT -------------------------------------------------------------------------
 
 def joeynmt_config(work: Path, data: Path, steps: int, sizes: dict, beam: int = 1,
-                   test_only: bool = False) -> Path:
+                   test_only: bool = False, dev: str = "valid") -> Path:
+    """JoeyNMT's config; with sizes["save"], it validates (on `dev`) and keeps a checkpoint every
+    that many steps."""
     side = lambda lang: {"lang": lang, "level": "word", "lowercase": False, "normalize": False,  # noqa: E731
                          "max_length": 200, "min_length": 1, "voc_min_freq": 1, "voc_limit": 100000}
-    data_cfg = {"train": str(data / "train"), "dev": str(data / "valid"), "test": str(data / "test"),
+    data_cfg = {"train": str(data / "train"), "dev": str(data / dev), "test": str(data / "test"),
                 "dataset_type": "plain", "src": side("src"), "trg": side("tgt")}
     if test_only:  # decode the test set only (JoeyNMT's test mode would decode dev too)
         del data_cfg["dev"]
@@ -188,18 +192,20 @@ def joeynmt_config(work: Path, data: Path, steps: int, sizes: dict, beam: int = 
         "data": data_cfg,
         "testing": {"n_best": 1, "beam_size": beam, "beam_alpha": 1.0 if beam > 1 else 0.0,
                     "batch_size": sizes["batch"], "batch_type": "sentence", "eval_metrics": ["bleu"]},
-        "training": {"optimizer": "adam", "learning_rate": 0.001, "clip_grad_norm": 1.0,
+        "training": {"optimizer": "adam", "learning_rate": sizes.get("lr", 0.001), "clip_grad_norm": 1.0,
                      # it needs a scheduler, and its "plateau" passes an argument torch 2.13 removed
                      # (verbose): an exponential decay by 1.0 keeps the rate constant
                      "scheduling": "exponential", "decrease_factor": 1.0,
                      "batch_size": sizes["batch"], "batch_type": "sentence", "normalization": "tokens",
-                     "epochs": 1000, "updates": steps, "validation_freq": steps, "logging_freq": 20,
-                     "early_stopping_metric": "ppl", "overwrite": True, "shuffle": True, "random_seed": 1,
-                     "keep_best_ckpts": 1, "fp16": False, "print_valid_sents": []},
+                     "epochs": 1000, "updates": steps, "validation_freq": sizes.get("save", steps),
+                     "logging_freq": 20, "early_stopping_metric": "ppl", "overwrite": True, "shuffle": True,
+                     "random_seed": 1, "keep_best_ckpts": -1 if "save" in sizes else 1, "fp16": False,
+                     "print_valid_sents": []},
         "model": {
             "initializer": "xavier_uniform", "embed_initializer": "normal", "init_rnn_orthogonal": True,
             "encoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": sizes["emb"]},
-                        "hidden_size": sizes["hidden"], "bidirectional": True, "dropout": 0.0, "num_layers": 1},
+                        "hidden_size": sizes["hidden"], "bidirectional": True, "dropout": 0.0,
+                        "num_layers": 1},
             "decoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": sizes["emb"]},
                         "hidden_size": 2 * sizes["hidden"], "dropout": 0.0, "hidden_dropout": 0.0,
                         "num_layers": 1, "input_feeding": True, "init_hidden": "bridge",
@@ -233,8 +239,8 @@ def joeynmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict)
 def joeynmt_translate(python: Path, work: Path, data: Path, out: Path, beam: int, sizes: dict) -> dict:
     cfg = joeynmt_config(work, data, 1000, sizes, beam=beam, test_only=True)  # steps unused by test
     done = run([str(python), "-m", "joeynmt", "test", str(cfg), "-o", str(out)], out.with_suffix(".log"))
-    return {"seconds": joeynmt_seconds(done.output), "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb,
-            "output": str(out) + ".test"}
+    return {"seconds": joeynmt_seconds(done.output), "process_seconds": done.seconds,
+            "peak_rss_mb": done.peak_rss_mb, "output": str(out) + ".test"}
 
 
 def anchor_flops_per_target_token(emb: int, enc_hidden: int, dec_hidden: int, vocab: int,

@@ -9,12 +9,13 @@ The model is the anchors' size: emb 256, bidirectional encoder 2 x 256, alignmen
 BPE 8k per side, batches of 64 sentences, Adam 0.001, gradient norm clipped at 1.
 
 --quick uses Multi30k De→En from $RNNSEARCH_DATA/multi30k (or ./data/multi30k, where `rnnsearch
-data get multi30k` writes it) when present, else the built-in English→Chinese corpus. The side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr
-.de/.en, plain or .gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of
-their own (--venvs, once), trains all three systems twice on identical sentencepiece pieces
-(a short round A-B-C, then a longer one C-B-A whose models are kept), decodes test_2016_flickr
-greedy and beam 5 with each model in alternating rounds, and reports every figure with the
-ratios rnnsearch / anchor computed round by round.
+data get multi30k` writes it) when present, else the built-in English→Chinese corpus. The
+side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr .de/.en, plain or
+.gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of their own (--venvs,
+once), trains all three systems twice on identical sentencepiece pieces (a short round A-B-C,
+then a longer one C-B-A whose models are kept), decodes test_2016_flickr greedy and beam 5 with
+each model in alternating rounds, and reports every figure with the ratios rnnsearch / anchor
+computed round by round.
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import anchors  # noqa: E402
+
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
-from rnnsearch.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
-from rnnsearch.model import build_model  # noqa: E402
-from rnnsearch.train import make_optimizer, sequence_loss  # noqa: E402
-from rnnsearch.translate import Translator  # noqa: E402
-from rnnsearch.vocab import PAD, build_tokenizers  # noqa: E402
+from rnnsearch.engine.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
+from rnnsearch.engine.train import make_optimizer, sequence_loss  # noqa: E402
+from rnnsearch.engine.translate import Translator  # noqa: E402
+from rnnsearch.engine.vocab import PAD, build_tokenizers  # noqa: E402
+from rnnsearch.nn.model import build_model  # noqa: E402
 
 
-def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32, device: str = "cpu") -> float:
+def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32,
+                device: str = "cpu") -> float:
     """This machine's matrix-multiply rate through torch (fp32 unless asked), for n x n x n products
     (on a GPU: n 8192, where large products reach the tensor cores' rate)."""
     a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
@@ -75,9 +78,9 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
     (backward twice the forward), FLOPs = 2 x MACs. tests/test_bench.py checks the forward
     count against torch's FLOP counter on the model itself.
     """
-    m, n, a, l = cfg.emb, cfg.hidden, cfg.align, cfg.maxout
+    m, n, a, maxout = cfg.emb, cfg.hidden, cfg.align, cfg.maxout  # maxout: the docstring's l
     ctx = 2 * n if cfg.arch == "rnnsearch" else n
-    per_tgt = l * tgt_vocab + (n + m + ctx) * 2 * l + 3 * n * (m + n)
+    per_tgt = maxout * tgt_vocab + (n + m + ctx) * 2 * maxout + 3 * n * (m + n)
     if cfg.arch == "rnnsearch":
         per_tgt += 3 * n * ctx + n * a + src_len * (a + ctx)
         per_src = 2 * 3 * n * (m + n) + ctx * a
@@ -96,7 +99,8 @@ BENCH_CONFIG = {
 SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 
 
-# $RNNSEARCH_DATA/multi30k (a development copy) when set, else where `rnnsearch data get multi30k` writes
+# $RNNSEARCH_DATA/multi30k (a development copy) when set, else where
+# `rnnsearch data get multi30k` writes
 DEFAULT_MULTI30K = Path(os.environ.get("RNNSEARCH_DATA") or "data") / "multi30k"
 
 
@@ -110,7 +114,7 @@ def load_corpus(corpus: Path | None):
         train = read_parallel(_find(corpus, "train.de"), _find(corpus, "train.en"))
         test = read_parallel(_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en"))
         return "multi30k de-en", train, test
-    from rnnsearch.democorpus import generate
+    from rnnsearch.tools.democorpus import generate
 
     pairs = generate(12000, seed=0)
     src, tgt = [" ".join(p.src) for p in pairs], [" ".join(p.tgt) for p in pairs]
@@ -125,7 +129,8 @@ def quick(args) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(Path(args.corpus) if args.corpus else None)
+    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(
+        Path(args.corpus) if args.corpus else None)
     cfg = config_from_dict(merge_dicts(BENCH_CONFIG, {"model": {"gru": args.gru}}))
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
@@ -203,7 +208,8 @@ def quick(args) -> None:
     result = {
         "corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
         "threads": torch.get_num_threads(), "precision": args.precision, "gru": args.gru,
-        "compile": args.compile, "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else f"{SIZES['batch']} sentences",
+        "compile": args.compile,
+        "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else f"{SIZES['batch']} sentences",
         "parameters": model.num_parameters(), "train_steps_timed": steps,
         "train_tgt_tok_per_s": round(tok_s, 1),
         "flops_per_tgt_tok": round(flops["train_mflop"] * 1e6),
@@ -244,11 +250,14 @@ def profile_steps(train_step, stream, device: torch.device, path: str, steps: in
     out = {"steps": steps, "tgt_tokens": tokens, "ms_per_step": round(1000 * wall / steps, 2), "table": path}
     try:
         if gpu:
-            launches = sum(e.count for e in table if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+            launches = sum(e.count for e in table
+                           if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
             out["kernel_launches_per_step"] = round(launches / steps, 1)
-            busy = sum(e.device_time_total for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+            busy = sum(e.device_time_total for e in prof.events()
+                       if e.device_type == torch.autograd.DeviceType.CUDA)
             out["gpu_busy_fraction"] = round(busy / 1e6 / wall, 3)
-    except Exception as err:  # the profiler's event API moves between torch versions: keep the table
+    except Exception as err:
+        # the profiler's event API moves between torch versions: keep the table
         out["summary_error"] = repr(err)
     return out
 
@@ -269,8 +278,8 @@ def _find(corpus: Path, stem: str) -> Path:
 def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
     """Normalised text for rnnsearch, and the same text cut into rnnsearch's own sentencepiece
     pieces for the anchors, so all three systems see identical tokens."""
-    from rnnsearch.data import normalize
-    from rnnsearch.vocab import load_tokenizers, save_tokenizers
+    from rnnsearch.engine.data import normalize
+    from rnnsearch.engine.vocab import load_tokenizers, save_tokenizers
 
     data, spm_dir = work / "data", work / "spm"
     cfg = config_from_dict(BENCH_CONFIG)
@@ -293,6 +302,9 @@ def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
             pieces[split, side] = [tok.sp.encode(x, out_type=str) for x in lines]
             (data / f"{split}.raw.{side}").write_text("".join(x + "\n" for x in lines))
             (data / f"{split}.{side}").write_text("".join(" ".join(p) + "\n" for p in pieces[split, side]))
+    for side in ("src", "tgt"):  # a small validation set for anchors that save only when they validate
+        (data / f"valid100.{side}").write_text(
+            "".join(" ".join(p) + "\n" for p in pieces["valid", side][:100]))
     src_n = [len(p) for p in pieces["train", "src"]]
     tgt_n = [len(p) for p in pieces["train", "tgt"]]
     # the anchors build their vocabularies from the pieces that occur, plus their specials
@@ -315,7 +327,8 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
     cfg["train"]["precision"] = precision
     cfg["model_dir"] = str(work / "model")
     cfg["data"] = {"train_src": str(d / "train.raw.src"), "train_tgt": str(d / "train.raw.tgt"),
-                   "valid_src": str(d / "valid.raw.src"), "valid_tgt": str(d / "valid.raw.tgt"), "max_len": 200}
+                   "valid_src": str(d / "valid.raw.src"), "valid_tgt": str(d / "valid.raw.tgt"),
+                   "max_len": 200}
     cfg["train"].update({"max_steps": steps, "max_epochs": 0, "valid_every": 0, "log_every": 20,
                          "progress": False, "valid_beam": 1})
     shutil.rmtree(work, ignore_errors=True)
@@ -333,7 +346,8 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
 
 
-def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int, precision: str = "fp32") -> dict:
+def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
+                        precision: str = "fp32") -> dict:
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
     load not) and writes the translations."""
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
@@ -354,8 +368,9 @@ def bleu(hyp_lines: list[str], refs: list[str]) -> float:
 
 def side_by_side(args) -> None:
     work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
-    # rnnsearch-bf16: the same model trained and decoding with bf16 matrix products (CPUs with AVX512-BF16/AMX);
-    # its ratios are reported too, but the like-for-like comparison is fp32 against fp32
+    # rnnsearch-bf16: the same model trained and decoding with bf16 matrix products (CPUs with
+    # AVX512-BF16/AMX); its ratios are reported too, but the like-for-like comparison is fp32
+    # against fp32
     systems = ["rnnsearch", "opennmt", "joeynmt"]
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
     data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
@@ -385,8 +400,9 @@ def side_by_side(args) -> None:
     def translate(name: str, beam: int, out: Path) -> dict:
         model = training[name]["B"]["model"]
         if name.startswith("rnnsearch"):
-            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt", out, beam,
-                                       "bf16" if name.endswith("bf16") else "fp32")  # bf16: decoding too
+            # bf16: decoding too
+            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
+                                       out, beam, "bf16" if name.endswith("bf16") else "fp32")
         if name == "opennmt":
             return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
         return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
@@ -410,9 +426,9 @@ def side_by_side(args) -> None:
                                   data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
     flops = {name: ours for name in systems if name.startswith("rnnsearch")}
     for name in ("opennmt", "joeynmt"):
-        flops[name] = anchors.anchor_flops_per_target_token(SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"],
-                                                            data["anchor_tgt_vocab"], data["src_per_tgt"],
-                                                            data["mean_src_len"])
+        flops[name] = anchors.anchor_flops_per_target_token(
+            SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
+            data["src_per_tgt"], data["mean_src_len"])
     speed = lambda runs: [n_test / r["seconds"] for r in runs]  # noqa: E731  sentences/s of each round
     result = {"systems": {}, "ratios": {}}
     for name in systems:
@@ -429,7 +445,8 @@ def side_by_side(args) -> None:
             "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
             "flops_per_tgt_tok": round(flops[name]),
             # against the GEMM rate of the precision its matrix products ran in
-            "mfu": round(mean_tok * flops[name] / ((gemm_bf16 if name.endswith("bf16") else gemm_rate) * 1e9), 3),
+            "mfu": round(
+                mean_tok * flops[name] / ((gemm_bf16 if name.endswith("bf16") else gemm_rate) * 1e9), 3),
             "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
             "greedy_sent_per_s": [round(x, 1) for x in speed(decoding[name][1])],
             "beam5_sent_per_s": [round(x, 1) for x in speed(decoding[name][5])],
@@ -451,24 +468,56 @@ def side_by_side(args) -> None:
             }
     result.update({
         "corpus": "multi30k de-en", "test_sentences": n_test, "vocab": [data["src_vocab"], data["tgt_vocab"]],
-        "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm], "gemm_gflops_bf16": round(gemm_bf16, 1),
+        "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm],
+        "gemm_gflops_bf16": round(gemm_bf16, 1),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "date": time.strftime("%Y-%m-%d"),
     })
     text = json.dumps(result, indent=1)
     (work / "result.json").write_text(text + "\n")
     print(text)
 
 
+def time_to_bleu(args) -> None:
+    """--curve: BLEU against training minutes for each system (benchmarks/curve.py); writes the
+    JSON and the PNG (--figure, default docs/figures/time_to_bleu.{json,png})."""
+    import curve
+    from demo_seeds import cpu_model
+
+    bases = [curve.split_system(s)[0] for s in args.systems]
+    bad = [s for s in bases if s not in curve.SYSTEMS]
+    if bad or args.points != sorted(args.points):
+        raise SystemExit(f"bench: --systems from {', '.join(curve.SYSTEMS)} (NAME@lrX: learning rate X); "
+                         f"--points ascending (got {bad or args.points})")
+    work = Path(args.work).resolve()
+    venvs = Path(args.venvs).expanduser().resolve()
+    pythons = {name: anchors.ensure_venv(name, venvs, log) for name in set(bases) if name in anchors.ANCHORS}
+    data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
+    started = time.time()
+    result = {"machine": cpu_model(), "threads": args.threads, "jobs": args.jobs, "points": args.points,
+              "rnnsearch_config": args.rnnsearch_config, "command": " ".join(sys.argv),
+              "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    result.update(curve.run_curve(args, data, pythons, log))
+    result["seconds"] = round(time.time() - started)
+    figure = Path(args.figure)
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    figure.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    curve.plot(result, figure.with_suffix(".png"))
+    print(json.dumps(result, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="rnnsearch alone, about a minute")
-    ap.add_argument("--train-seconds", type=float, default=30.0, help="--quick: steady-state training time measured")
+    ap.add_argument("--train-seconds", type=float, default=30.0,
+                    help="--quick: steady-state training time measured")
     ap.add_argument("--decode-sentences", type=int, default=200, help="--quick: test sentences decoded")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                    help="--quick: matrix products in bf16 (autocast) in training and decoding; mfu against bf16 GEMM")
+                    help="--quick: matrix products in bf16 (autocast) in training and decoding; "
+                         "mfu against bf16 GEMM")
     ap.add_argument("--gru", choices=["paper", "cudnn"], default="paper",
                     help="--quick: GRU form; cudnn runs the encoder in torch's fused kernel")
     ap.add_argument("--compile", action="store_true", help="--quick: torch.compile the decoder's time step")
@@ -476,21 +525,43 @@ def main() -> None:
                     "table to FILE, summary (ms per step, kernel launches, GPU busy fraction) in the JSON")
     ap.add_argument("--batch-tokens", type=int, default=0, help="--quick: batches of N padded target tokens "
                     "instead of 64 sentences")
-    ap.add_argument("--warmup-steps", type=int, default=0, help="--quick: untimed steps (default 5, 30 with --compile)")
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="--quick: untimed steps (default 5, 30 with --compile)")
     ap.add_argument("--decode-batch", type=int, default=64, help="--quick: sentences per decoding batch")
-    ap.add_argument("--corpus", help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); "
-                    "default $RNNSEARCH_DATA/multi30k or ./data/multi30k; --quick falls back to the built-in "
-                    "corpus if absent")
-    ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"), help="side by side: working directory")
-    ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench", help="side by side: the anchors' virtualenvs")
+    ap.add_argument("--corpus",
+                    help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); "
+                         "default $RNNSEARCH_DATA/multi30k or ./data/multi30k; --quick falls back to "
+                         "the built-in corpus if absent")
+    ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"),
+                    help="side by side: working directory")
+    ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench",
+                    help="side by side: the anchors' virtualenvs")
     ap.add_argument("--short-steps", type=int, default=200, help="side by side: steps of training round A")
-    ap.add_argument("--steps", type=int, default=900, help="side by side: steps of round B (the decoded models)")
+    ap.add_argument("--steps", type=int, default=900,
+                    help="side by side: steps of round B (the decoded models)")
     ap.add_argument("--decode-rounds", type=int, default=2)
-    ap.add_argument("--test-sentences", type=int, default=0, help="side by side: first N test sentences (0: all)")
+    ap.add_argument("--test-sentences", type=int, default=0,
+                    help="side by side: first N test sentences (0: all)")
     ap.add_argument("--no-bf16", dest="bf16", action="store_false",
                     help="side by side: leave out rnnsearch trained with bf16 matrix products")
+    ap.add_argument("--curve", action="store_true", help="time to BLEU: every system trains for the same "
+                    "minutes; its checkpoints at --points minutes are scored (benchmarks/curve.py)")
+    ap.add_argument("--points", type=float, nargs="+", default=[2, 5, 10, 15, 20],
+                    help="--curve: training minutes at which each system's model is scored")
+    ap.add_argument("--systems", nargs="+", default=["rnnsearch", "opennmt", "rnnsearch-bench", "joeynmt"],
+                    help="--curve: which systems, in the order they start")
+    ap.add_argument("--jobs", type=int, default=2, help="--curve: systems training at once (each --threads)")
+    ap.add_argument("--save-minutes", type=float, default=0.25, help="--curve: rnnsearch saves this often")
+    ap.add_argument("--save-steps", type=int, default=25, help="--curve: the anchors save this often")
+    ap.add_argument("--rnnsearch-config", default="configs/multi30k_de_en_cpu.yaml",
+                    help="--curve: the recipe of the system 'rnnsearch' (its data paths are replaced)")
+    ap.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "time_to_bleu.png"),
+                    help="--curve: where the PNG goes (and the JSON, beside it)")
     args = ap.parse_args()
-    if args.quick:
+    if args.curve:
+        args.threads = args.threads or 1
+        time_to_bleu(args)
+    elif args.quick:
         quick(args)
     else:
         side_by_side(args)

@@ -2,7 +2,7 @@
 
     python benchmarks/demo_ablations.py --jobs 2 --epochs 10 > ablations.json
 
-Each variant runs `rnnsearch.demo.run_demo` in its own process (so variants can run in
+Each variant runs `rnnsearch.tools.demo.run_demo` in its own process (so variants can run in
 parallel on a many-core machine) for a fixed number of epochs, and reports test BLEU,
 AER and the share of content words whose attention argmax is their gold source word.
 Prints one JSON object: {"variants": [...], "machine": ...}.
@@ -39,13 +39,14 @@ def run_one(name: str, overrides: list[str], seed: int, epochs: int, threads: in
             sentences: int) -> dict:
     code = (
         "import json, sys, logging; logging.basicConfig(level=logging.WARNING)\n"
-        "from rnnsearch.demo import run_demo\n"
+        "from rnnsearch.tools.demo import run_demo\n"
         f"r = run_demo({str(root / name)!r}, seed={seed}, n_train={sentences}, minutes=0, epochs={epochs}, "
         f"overrides={['train.threads=' + str(threads)] + overrides!r}, progress=False)\n"
         "print('RESULT ' + json.dumps(r, ensure_ascii=False))\n")
     return {"name": name, "overrides": overrides,
-            "proc": subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))}
+            "proc": subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))}
 
 
 def main() -> None:
@@ -76,17 +77,20 @@ def main() -> None:
             entry = {"name": job["name"], "overrides": job["overrides"]}
             if line:
                 r = json.loads(line[7:])
-                entry.update({k: r[k] for k in ("test_bleu", "test_exact_match", "aer", "content_word_accuracy",
-                                                 "alignment_precision", "alignment_recall", "example_argmax",
+                entry.update({k: r[k] for k in ("test_bleu", "test_exact_match", "aer",
+                                                 "content_word_accuracy", "alignment_precision",
+                                                 "alignment_recall", "example_argmax",
                                                  "new_compositions_exact", "train_seconds")})
             else:
-                entry["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {job['proc'].returncode}"
+                entry["error"] = (err.strip().splitlines()[-1] if err.strip()
+                                  else f"exit {job['proc'].returncode}")
             results.append(entry)
             print(json.dumps(entry, ensure_ascii=False), file=sys.stderr)
     order = {n: i for i, n in enumerate(args.variants)}
     results.sort(key=lambda e: order[e["name"]])
     print(json.dumps({"seed": args.seed, "epochs": args.epochs, "wall_seconds": round(time.time() - start, 1),
-                      "machine": f"{platform.node()} {os.cpu_count()} cores, {args.jobs} jobs x {args.threads} threads",
+                      "machine": f"{platform.node()} {os.cpu_count()} cores, "
+                                 f"{args.jobs} jobs x {args.threads} threads",
                       "date": time.strftime("%Y-%m-%d"), "variants": results}, ensure_ascii=False, indent=1))
 
 

@@ -33,7 +33,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--work", default="runs/demo_seeds", help="one demo output folder per run under here")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to rnnsearch demo")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="passed to rnnsearch demo")
     ap.add_argument("--steps", type=int, help="passed to rnnsearch demo (default: the demo's)")
     args = ap.parse_args()
     runs = []

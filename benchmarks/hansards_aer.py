@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rnnsearch.alignment import aer, read_naacl  # noqa: E402
+from rnnsearch.engine.alignment import aer, read_naacl, symmetrize  # noqa: E402
 
 ELISIONS = {"c": "ce", "d": "de", "j": "je", "l": "le", "m": "me", "n": "ne", "s": "se", "t": "te",
             "qu": "que", "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique"}
@@ -97,8 +97,8 @@ def prepare(data: Path, work: Path, n_train: int, seed: int) -> dict:
         for lang in ("fr", "en"):
             lines = (gold / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
             # gold text is already tokenised; only case and accents differ from the training text
-            (prep / f"{split}.{lang}").write_text("\n".join(strip_accents(x.lower()).strip() for x in lines) + "\n",
-                                                   encoding="utf-8")
+            (prep / f"{split}.{lang}").write_text(
+                "\n".join(strip_accents(x.lower()).strip() for x in lines) + "\n", encoding="utf-8")
     done.write_text("ok\n")
     return paths
 
@@ -113,8 +113,9 @@ def attention_aer(model: Path, paths: dict, data: Path) -> dict:
     for split in ("trial", "test"):
         n = len(Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines())
         for method, thr in (("argmax", None), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))):
-            cmd = [sys.executable, "-m", "rnnsearch", "align", "--model", str(model), "--src", paths[f"{split}.fr"],
-                   "--tgt", paths[f"{split}.en"], "--gold", str(gold / f"{split}.wa.nonullalign"),
+            cmd = [sys.executable, "-m", "rnnsearch", "align", "--model", str(model),
+                   "--src", paths[f"{split}.fr"], "--tgt", paths[f"{split}.en"],
+                   "--gold", str(gold / f"{split}.wa.nonullalign"),
                    "--gold-format", "naacl", "--method", method, "--device", "cpu"]
             if thr is not None:
                 cmd += ["--threshold", str(thr)]
@@ -157,33 +158,11 @@ def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
         return [{tuple(int(x) for x in item.split("-")) for item in row.split()} for row in rows]
 
     fwd, rev = links(joint / "fwd"), links(joint / "rev")
-    out = {"seconds": round(seconds, 1), "forward": aer(fwd, sure, possible), "reverse": aer(rev, sure, possible),
+    out = {"seconds": round(seconds, 1), "forward": aer(fwd, sure, possible),
+           "reverse": aer(rev, sure, possible),
            "intersection": aer([f & r for f, r in zip(fwd, rev)], sure, possible),
-           "grow_diag_final_and": aer([grow_diag_final_and(f, r) for f, r in zip(fwd, rev)], sure, possible)}
+           "grow_diag_final_and": aer([symmetrize(f, r) for f, r in zip(fwd, rev)], sure, possible)}
     return out
-
-
-def grow_diag_final_and(fwd: set, rev: set) -> set:
-    """The usual symmetrisation heuristic (Koehn et al. 2003)."""
-    alignment = fwd & rev
-    union = fwd | rev
-    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
-    added = True
-    while added:
-        added = False
-        for i, j in sorted(alignment):
-            for di, dj in neighbours:
-                cand = (i + di, j + dj)
-                if cand in union and cand not in alignment:
-                    src_free = all(a[0] != cand[0] for a in alignment)
-                    tgt_free = all(a[1] != cand[1] for a in alignment)
-                    if src_free or tgt_free:
-                        alignment.add(cand)
-                        added = True
-    for i, j in sorted(union - alignment):
-        if all(a[0] != i for a in alignment) and all(a[1] != j for a in alignment):
-            alignment.add((i, j))
-    return alignment
 
 
 def main() -> None:
@@ -213,8 +192,10 @@ def main() -> None:
         subprocess.run(base + ["--resume", str(model)] + overrides, check=True, env=env)
     else:
         subprocess.run(base + [str(ROOT / "configs" / "hansards_fr_en.yaml"), "--model-dir", str(model),
-                               "--set", f"data.train_src={paths['train.fr']}", "--set", f"data.train_tgt={paths['train.en']}",
-                               "--set", f"data.valid_src={paths['trial.fr']}", "--set", f"data.valid_tgt={paths['trial.en']}"]
+                               "--set", f"data.train_src={paths['train.fr']}",
+                               "--set", f"data.train_tgt={paths['train.en']}",
+                               "--set", f"data.valid_src={paths['trial.fr']}",
+                               "--set", f"data.valid_tgt={paths['trial.en']}"]
                        + overrides, check=True, env=env)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
               "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),

@@ -22,8 +22,8 @@ import torch
 
 import rnnsearch
 from rnnsearch.config import config_from_dict
-from rnnsearch.evaluate import bleu_by_length
-from rnnsearch.toy import write_toy_corpus
+from rnnsearch.engine.evaluate import bleu_by_length
+from rnnsearch.tools.toy import write_toy_corpus
 
 
 def main() -> None:
@@ -40,21 +40,23 @@ def main() -> None:
                             max_len=16, seed=args.seed)
     cfg = config_from_dict({"preset": "tiny", "model_dir": str(work / "model"), "data": data,
                             "model": {"arch": args.arch, "init": args.init},
-                            "train": {"max_epochs": args.epochs, "lr": 0.01, "batch_size": 64, "valid_every": 0,
-                                      "valid_metric": "loss", "progress": False, "seed": args.seed,
-                                      "threads": args.threads}})
+                            "train": {"max_epochs": args.epochs, "lr": 0.01, "batch_size": 64,
+                                      "valid_every": 0, "valid_metric": "loss", "progress": False,
+                                      "seed": args.seed, "threads": args.threads}})
     rnnsearch.train(cfg)
     model = rnnsearch.load(work / "model", device="cpu")
     src = [" ".join(f"w{(5 * k + 7 * j + j * j) % 20}" for j in range(3 + k % 14)) for k in range(280)]
     ref = [" ".join(s.split()[::-1]) for s in src]
     hyps = [t.text for t in model.translate(src, beam=1, attention=False)]
-    out = {"seed": args.seed, "init": args.init, "epochs": args.epochs, "arch": args.arch, "threads": args.threads,
+    out = {"seed": args.seed, "init": args.init, "epochs": args.epochs, "arch": args.arch,
+           "threads": args.threads,
            "exact": round(float(np.mean([h == r for h, r in zip(hyps, ref)])), 3),
            "bleu_by_length": {b["bucket"]: round(b["bleu"], 1)
                               for b in bleu_by_length(src, hyps, ref, edges=(4, 8, 12))}}
     if args.arch == "rnnsearch":
         words = " ".join(f"w{j}" for j in range(1, 8))
-        out["peaks_w1_w7"] = np.array(model.force([words], [" ".join(words.split()[::-1])])[0])[:7].argmax(1).tolist()
+        forced = model.force([words], [" ".join(words.split()[::-1])])[0]
+        out["peaks_w1_w7"] = np.array(forced)[:7].argmax(1).tolist()
         rows = mirrored = 0
         for s, w in zip(src, model.force(src, ref)):
             n = len(s.split())

@@ -65,8 +65,8 @@ def main() -> None:
         for seed in args.seeds:
             r = run(seed, threads, [tuple(x) for x in args.replace])
             runs.append(r)
-            print(f"seed {seed} threads {threads}: {'passed' if r['passed'] else 'FAILED ' + str(r['error'])} "
-                  f"in {r['seconds']} s", file=sys.stderr)
+            outcome = "passed" if r["passed"] else "FAILED " + str(r["error"])
+            print(f"seed {seed} threads {threads}: {outcome} in {r['seconds']} s", file=sys.stderr)
     print(json.dumps({"machine": cpu_model(), "date": time.strftime("%Y-%m-%d"), "runs": runs},
                      ensure_ascii=False, indent=1))
 

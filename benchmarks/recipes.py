@@ -57,11 +57,12 @@ def variant(name: str, overrides: list[str], args, corpus: Path) -> dict:
     for k, minutes in enumerate(args.minutes):
         limit = ["--set", f"train.max_minutes={minutes}"]
         resume = ["--resume", str(model)] if k else []
-        run([sys.executable, "-m", "rnnsearch", "train", str(path), *resume, *sets, *limit], work / "train.log",
-            args.threads)
+        run([sys.executable, "-m", "rnnsearch", "train", str(path), *resume, *sets, *limit],
+            work / "train.log", args.threads)
         state = json.loads((model / "DONE").read_text())
-        report = json.loads(run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", str(model), "--src",
-                                 str(test[0]), "--ref", str(test[1]), "--beam", "5", "--device", "cpu"],
+        report = json.loads(run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", str(model),
+                                 "--src", str(test[0]), "--ref", str(test[1]), "--beam", "5",
+                                 "--device", "cpu"],
                                 work / "evaluate.log", args.threads))
         points.append({"minutes": minutes, "steps": state["step"], "bleu": report["bleu"]})
         print(f"{name}: {minutes} min, {state['step']} steps, BLEU {report['bleu']}", file=sys.stderr)

@@ -30,8 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 BAD = [  # (body, expected status)
     (b"{not json", 400), (b"[1]", 422), (b"{}", 422), (b'{"text": 5}', 422), (b'{"text": ""}', 422),
     (b'{"texts": []}', 422), (b'{"texts": ["a", null]}', 422), (b'{"text": "a", "beam": 0}', 422),
-    (b'{"text": "a", "beam": 99}', 422), (b'{"text": "a", "beam": "5"}', 422), (b'{"text": "a", "n_best": 9}', 422),
-    (b'{"text": "a", "attention": 1}', 422), (b'{"text": "a", "colour": 1}', 422), (b'{"text": "\\ud800"}', 422),
+    (b'{"text": "a", "beam": 99}', 422), (b'{"text": "a", "beam": "5"}', 422),
+    (b'{"text": "a", "n_best": 9}', 422), (b'{"text": "a", "attention": 1}', 422),
+    (b'{"text": "a", "colour": 1}', 422), (b'{"text": "\\ud800"}', 422),
     (b'{"text": "' + b"a " * 600_000 + b'"}', 413),
     (json.dumps({"text": "i ate 🍎 \u202eyesterday\u202c e\u0301 \x00 ."}).encode(), 200),
 ]
@@ -59,7 +60,8 @@ class Server:
     def __init__(self, model: str, *flags: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, ["src", os.environ.get("PYTHONPATH")])))
+        pythonpath = os.pathsep.join(filter(None, ["src", os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=pythonpath)
         self.proc = subprocess.Popen([sys.executable, "-m", "rnnsearch", "serve", "--model", model,
                                       "--port", str(self.port), *flags], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -72,7 +74,8 @@ class Server:
                     return self
             except OSError:
                 if self.proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()[-2000:]}")
+                    stderr = self.proc.stderr.read().decode()[-2000:]
+                    raise RuntimeError(f"server did not start: {stderr}") from None
                 time.sleep(0.2)
 
     def rss_mb(self) -> float | None:
@@ -91,7 +94,8 @@ class Server:
 def run_load(url: str, sentences: list[str], clients: int, per_client: int, beam: int) -> dict:
     def client(k: int) -> list[tuple[int, float]]:
         rng = random.Random(k)
-        return [post(url + "/translate", json.dumps({"text": rng.choice(sentences), "beam": beam}).encode())[:2]
+        return [post(url + "/translate",
+                     json.dumps({"text": rng.choice(sentences), "beam": beam}).encode())[:2]
                 for _ in range(per_client)]
 
     start = time.perf_counter()
@@ -127,7 +131,7 @@ def main() -> None:
             sentences = [line.strip() for line in f if line.strip()]
     else:
         sys.path.insert(0, "src")
-        from rnnsearch.democorpus import generate
+        from rnnsearch.tools.democorpus import generate
 
         sentences = [" ".join(p.src) for p in generate(500, seed=99, min_clauses=1, max_clauses=5)]
     lengths = sorted(len(s.split()) for s in sentences)
@@ -168,7 +172,8 @@ def main() -> None:
             healthy = r.status == 200
         report["bad_requests"] = {"sent": 10 * len(BAD), "kinds": len(BAD), "statuses": counts,
                                   "all_as_expected": expected_ok, "server_healthy_after": healthy,
-                                  "concurrent_good_requests": load["statuses"], "server_rss_mb": server.rss_mb()}
+                                  "concurrent_good_requests": load["statuses"],
+                                  "server_rss_mb": server.rss_mb()}
     print(json.dumps(report, indent=1))
 
 

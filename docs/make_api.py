@@ -21,62 +21,62 @@ from pathlib import Path
 # (section, [(qualified import path, name shown)]) — the public API, in reading order.
 API = [
     ("Translate with a trained model", [
-        ("rnnsearch.translate.load", "load"),
-        ("rnnsearch.translate.Translator", "Translator"),
-        ("rnnsearch.translate.Translator.translate", "Translator.translate"),
-        ("rnnsearch.translate.Translator.force", "Translator.force"),
-        ("rnnsearch.translate.Translation", "Translation"),
-        ("rnnsearch.translate.Translation.attention_json", "Translation.attention_json"),
+        ("rnnsearch.engine.translate.load", "load"),
+        ("rnnsearch.engine.translate.Translator", "Translator"),
+        ("rnnsearch.engine.translate.Translator.translate", "Translator.translate"),
+        ("rnnsearch.engine.translate.Translator.force", "Translator.force"),
+        ("rnnsearch.engine.translate.Translation", "Translation"),
+        ("rnnsearch.engine.translate.Translation.attention_json", "Translation.attention_json"),
     ]),
     ("Training", [
         ("rnnsearch.config.load_config", "load_config"),
         ("rnnsearch.config.config_from_dict", "config_from_dict"),
         ("rnnsearch.config.Config", "Config"),
-        ("rnnsearch.train.train", "train"),
+        ("rnnsearch.engine.train.train", "train"),
     ]),
     ("The models (paper Appendix A)", [
-        ("rnnsearch.model.build_model", "build_model"),
-        ("rnnsearch.model.RNNsearch", "RNNsearch"),
-        ("rnnsearch.model.RNNsearch.encode", "RNNsearch.encode"),
-        ("rnnsearch.model.RNNsearch.attend", "RNNsearch.attend"),
-        ("rnnsearch.model.RNNsearch.forward", "RNNsearch.forward"),
-        ("rnnsearch.model.RNNsearch.step", "RNNsearch.step"),
-        ("rnnsearch.model.RNNsearch.readout", "RNNsearch.readout"),
-        ("rnnsearch.model.RNNencdec", "RNNencdec"),
-        ("rnnsearch.model.Encoded", "Encoded"),
-        ("rnnsearch.gru.GRU", "GRU"),
+        ("rnnsearch.nn.model.build_model", "build_model"),
+        ("rnnsearch.nn.model.RNNsearch", "RNNsearch"),
+        ("rnnsearch.nn.model.RNNsearch.encode", "RNNsearch.encode"),
+        ("rnnsearch.nn.model.RNNsearch.attend", "RNNsearch.attend"),
+        ("rnnsearch.nn.model.RNNsearch.forward", "RNNsearch.forward"),
+        ("rnnsearch.nn.model.RNNsearch.step", "RNNsearch.step"),
+        ("rnnsearch.nn.model.RNNsearch.readout", "RNNsearch.readout"),
+        ("rnnsearch.nn.model.RNNencdec", "RNNencdec"),
+        ("rnnsearch.nn.model.Encoded", "Encoded"),
+        ("rnnsearch.nn.gru.GRU", "GRU"),
     ]),
     ("Attention and its score functions", [
-        ("rnnsearch.attention", "rnnsearch.attention"),
-        ("rnnsearch.attention.Attention", "Attention"),
-        ("rnnsearch.attention.Attention.keys", "Attention.keys"),
-        ("rnnsearch.attention.Attention.scores", "Attention.scores"),
-        ("rnnsearch.attention.Attention.forward", "Attention.forward"),
+        ("rnnsearch.nn.attention", "rnnsearch.nn.attention"),
+        ("rnnsearch.nn.attention.Attention", "Attention"),
+        ("rnnsearch.nn.attention.Attention.keys", "Attention.keys"),
+        ("rnnsearch.nn.attention.Attention.scores", "Attention.scores"),
+        ("rnnsearch.nn.attention.Attention.forward", "Attention.forward"),
     ]),
     ("Search", [
-        ("rnnsearch.search.beam_search", "beam_search"),
-        ("rnnsearch.search.search_stream", "search_stream"),
+        ("rnnsearch.nn.search.beam_search", "beam_search"),
+        ("rnnsearch.nn.search.search_stream", "search_stream"),
     ]),
     ("Scoring and alignment", [
-        ("rnnsearch.evaluate.score_corpus", "score_corpus"),
-        ("rnnsearch.evaluate.bleu_by_length", "bleu_by_length"),
-        ("rnnsearch.alignment.argmax_links", "argmax_links"),
-        ("rnnsearch.alignment.aer", "aer"),
-        ("rnnsearch.alignment.content_word_accuracy", "content_word_accuracy"),
+        ("rnnsearch.engine.evaluate.score_corpus", "score_corpus"),
+        ("rnnsearch.engine.evaluate.bleu_by_length", "bleu_by_length"),
+        ("rnnsearch.engine.alignment.argmax_links", "argmax_links"),
+        ("rnnsearch.engine.alignment.aer", "aer"),
+        ("rnnsearch.engine.alignment.content_word_accuracy", "content_word_accuracy"),
     ]),
     ("Figures", [
-        ("rnnsearch.plotting.plot_attention", "plot_attention"),
-        ("rnnsearch.plotting.draw_attention", "draw_attention"),
-        ("rnnsearch.explorer.write_explorer", "write_explorer"),
-        ("rnnsearch.figures.untrained_attention", "untrained_attention"),
-        ("rnnsearch.figures.access_map", "access_map"),
+        ("rnnsearch.tools.plotting.plot_attention", "plot_attention"),
+        ("rnnsearch.tools.plotting.draw_attention", "draw_attention"),
+        ("rnnsearch.tools.explorer.write_explorer", "write_explorer"),
+        ("rnnsearch.tools.figures.untrained_attention", "untrained_attention"),
+        ("rnnsearch.tools.figures.access_map", "access_map"),
     ]),
     ("Data and experiments", [
-        ("rnnsearch.corpora.get", "corpora.get"),
-        ("rnnsearch.corpora.split", "corpora.split"),
-        ("rnnsearch.demo.run_demo", "run_demo"),
-        ("rnnsearch.experiments.run_experiment", "run_experiment"),
-        ("rnnsearch.reference.forward", "reference.forward"),
+        ("rnnsearch.tools.corpora.get", "corpora.get"),
+        ("rnnsearch.tools.corpora.split", "corpora.split"),
+        ("rnnsearch.tools.demo.run_demo", "run_demo"),
+        ("rnnsearch.tools.experiments.run_experiment", "run_experiment"),
+        ("rnnsearch.nn.reference.forward", "reference.forward"),
     ]),
 ]
 
@@ -112,26 +112,38 @@ def signature(obj, name: str) -> str:
 
 
 FIELD = re.compile(r"^    (\w+): ([^=]+?)(?: = (.+?))?(?:\s+#\s*(.*))?$")
+COMMENT = re.compile(r"^    #\s*(.*)$")
 
 
 def config_keys() -> list[str]:
-    """One table per config section, read from the dataclasses' source: key, type, default, comment."""
+    """One table per config section, read from the dataclasses' source: key, type, default, comment.
+
+    A key's comment is the one at the end of its line or, where there is none (the line would be too
+    long), the comment lines right above it."""
     from rnnsearch import config
 
     lines = ["## Configuration keys", "",
              "Every key of a run's YAML file, by section (`--set section.key=value` overrides one). "
              "Read from `src/rnnsearch/config.py`, where each is defined.", ""]
-    for section, cls in (("data", config.DataConfig), ("vocab", config.VocabConfig), ("model", config.ModelConfig),
-                         ("train", config.TrainConfig), ("decode", config.DecodeConfig)):
+    for section, cls in (("data", config.DataConfig), ("vocab", config.VocabConfig),
+                         ("model", config.ModelConfig), ("train", config.TrainConfig),
+                         ("decode", config.DecodeConfig)):
         lines += [f"### {section} keys", "", "| key | type | default | meaning |", "|---|---|---|---|"]
         source, _ = inspect.getsourcelines(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         seen = set()
+        above: list[str] = []  # the comment lines right above the current line
         for raw in source:
+            c = COMMENT.match(raw.rstrip())
+            if c:
+                above.append(c.group(1))
+                continue
             m = FIELD.match(raw.rstrip())
+            comment_above, above = " ".join(above), []
             if not m or m.group(1) not in names:
                 continue
             key, tp, default, note = m.groups()
+            note = note or comment_above
             seen.add(key)
             tp = tp.strip().replace("|", "\\|")
             default = (default or "").replace("|", "\\|")
@@ -190,14 +202,16 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-CODE_LINK = re.compile(r"\[`([\w.]+)`\]\(\.\./src/rnnsearch/(\w+)\.py#L(\d+)-L(\d+)\)")
+CODE_LINK = re.compile(r"\[`([\w.]+)`\]\(\.\./src/rnnsearch/([\w/]+)\.py#L(\d+)-L(\d+)\)")
 GUIDES = ("guide.md", "guide.zh-CN.md")
 
 
 def code_lines(module: str, name: str) -> tuple[int, int]:
-    """First and last source line of `name` (Class.method or function) in rnnsearch.`module`."""
-    name = name.removeprefix(module + ".")
-    obj = inspect.unwrap(resolve(f"rnnsearch.{module}.{name}"))
+    """First and last source line of `name` (Class.method or function) in rnnsearch.`module`
+    (a path below src/rnnsearch such as ``nn/model``)."""
+    dotted = module.replace("/", ".")
+    name = name.removeprefix(dotted.rsplit(".", 1)[-1] + ".")
+    obj = inspect.unwrap(resolve(f"rnnsearch.{dotted}.{name}"))
     source, first = inspect.getsourcelines(obj)
     return first, first + len(source) - 1
 

@@ -25,14 +25,15 @@ HERE = Path(__file__).resolve().parent
 COMMANDS = [
     "rnnsearch figure structure --out {scratch}",
     "rnnsearch plot-attention --model {demo} --input {inputs}/apple-demo.en --out {out}/demo_apple.png",
-    "rnnsearch explore --model {demo} --input {inputs}/apple-demo.en --out {out}/demo_explorer.html --lang zh",
-    "rnnsearch plot-attention --model {tatoeba} --input {inputs}/apple.en --out {out}/tatoeba_apple.png",
-    "rnnsearch explore --model {tatoeba} --input {inputs}/tatoeba_sentences.en --out {out}/tatoeba_explorer.html "
+    "rnnsearch explore --model {demo} --input {inputs}/apple-demo.en --out {out}/demo_explorer.html "
     "--lang zh",
+    "rnnsearch plot-attention --model {tatoeba} --input {inputs}/apple.en --out {out}/tatoeba_apple.png",
+    "rnnsearch explore --model {tatoeba} --input {inputs}/tatoeba_sentences.en "
+    "--out {out}/tatoeba_explorer.html --lang zh",
 ]
 # How the guide writes them (paths relative to the repository root).
-GUIDE_PATHS = {"demo": "rnnsearch-demo/model", "tatoeba": "runs/tatoeba_en_zh", "inputs": "docs/figures/guide",
-               "out": "docs/figures/guide", "scratch": "figures"}
+GUIDE_PATHS = {"demo": "rnnsearch-demo/model", "tatoeba": "runs/tatoeba_en_zh",
+               "inputs": "docs/figures/guide", "out": "docs/figures/guide", "scratch": "figures"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rnnsearch.config import ModelConfig, config_from_dict
-from rnnsearch.model import build_model
-from rnnsearch.toy import write_toy_corpus
-from rnnsearch.train import train
-from rnnsearch.vocab import PAD
+from rnnsearch.engine.train import train
+from rnnsearch.engine.vocab import PAD
+from rnnsearch.nn.model import build_model
+from rnnsearch.tools.toy import write_toy_corpus
 
 # The development copies of the real corpora (multi30k/, europarl_it_en/, ...), from the environment:
 # the tests that read them skip, saying so, where it is not set (.ci/run sets it when they are there).
@@ -42,10 +42,12 @@ def random_batch(lengths, vocab=17, seed=0):
 
 
 def browser_or_skip():
-    """Playwright's sync API and the path of Debian's chromium, or skip the browser test saying what is missing."""
+    """Playwright's sync API and the path of Debian's chromium, or skip the browser test saying what
+    is missing."""
     import shutil
 
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed (pip install -e '.[test]')")
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         pytest.skip("no chromium on this machine: the browser tests drive Debian's chromium "
@@ -101,7 +103,8 @@ def toy_config(tmp: Path, name: str, **train_kw) :
                  "tensorboard": False, "threads": TRAIN_THREADS, "seed": TRAIN_SEED}
     train_cfg.update(train_kw)
     return config_from_dict({"preset": "tiny", "model_dir": str(tmp / name), "data": data,
-                             # Appendix B's init: the anti-diagonal emerges cleanly from it (docs/robustness.md)
+                             # Appendix B's init: the anti-diagonal emerges cleanly from it
+                             # (docs/robustness.md)
                              "model": {"emb": 24, "hidden": 32, "align": 32, "maxout": 32, "init": "paper"},
                              "train": train_cfg, "decode": {"beam": 3}})
 

@@ -2,8 +2,14 @@
 
 import pytest
 
-from rnnsearch.alignment import (aer, argmax_links, content_word_accuracy, format_pharaoh, parse_pharaoh,
-                                 threshold_links)
+from rnnsearch.engine.alignment import (
+    aer,
+    argmax_links,
+    content_word_accuracy,
+    format_pharaoh,
+    parse_pharaoh,
+    threshold_links,
+)
 
 
 def test_pharaoh_round_trip_and_errors():
@@ -39,7 +45,7 @@ def test_links_from_attention_and_content_accuracy():
 
 
 def test_naacl_reader(tmp_path):
-    from rnnsearch.alignment import read_naacl
+    from rnnsearch.engine.alignment import read_naacl
     from rnnsearch.io import DataError
 
     gold = tmp_path / "g.wa"
@@ -57,19 +63,85 @@ def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
     import subprocess
     import sys
 
-    from rnnsearch.toy import toy_pairs
-
     from conftest import TOY
+
+    from rnnsearch.tools.toy import toy_pairs
 
     src, tgt = toy_pairs(40, "reverse", seed=21, **TOY)
     gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
     for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
-    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model), "--src",
-                          str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"), "--gold", str(tmp_path / "gold"),
-                          "--out", str(tmp_path / "out.align")], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model),
+                          "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"),
+                          "--gold", str(tmp_path / "gold"), "--out", str(tmp_path / "out.align")],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     scores = json.loads(res.stdout)
     assert scores["aer"] < 0.2 and scores["sentences"] == 40
     out = (tmp_path / "out.align").read_text().splitlines()
     assert len(out) == 40 and all("-" in x for x in out)
+
+
+def test_symmetrisation_on_hand_made_cases():
+    from rnnsearch.engine.alignment import flip, symmetrize
+
+    diagonal = {(0, 0), (1, 1), (2, 2)}
+    # a stray link far from the agreed ones, between words that are already linked: only union keeps it
+    forward, backward = diagonal | {(0, 2)}, diagonal
+    assert symmetrize(forward, backward, "intersection") == diagonal
+    assert symmetrize(forward, backward, "union") == diagonal | {(0, 2)}
+    assert symmetrize(forward, backward, "grow-diag-final-and") == diagonal
+    # grow: a neighbour of an agreed link whose target word has no link yet joins
+    assert symmetrize({(0, 0), (1, 1), (1, 2)}, {(0, 0), (1, 1)}) == {(0, 0), (1, 1), (1, 2)}
+    # ... and the growth goes on from links just added (diagonally here)
+    assert symmetrize({(0, 0), (1, 1), (2, 2)}, {(0, 0)}) == diagonal
+    # final-and: a link of one direction, far from the rest, between two unlinked words
+    assert symmetrize({(0, 0), (3, 3)}, {(0, 0)}) == {(0, 0), (3, 3)}
+    # but not one whose source word is taken already
+    assert symmetrize({(0, 0), (0, 3)}, {(0, 0)}) == {(0, 0)}
+    # the reverse model's links are (its source = our target, its target = our source)
+    assert flip({(2, 0), (0, 1)}) == {(0, 2), (1, 0)}
+    with pytest.raises(ValueError, match="grow-diag-final-and"):
+        symmetrize(diagonal, diagonal, "gdfa")
+
+
+def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_path):
+    # the reversal task is its own inverse, so the reversal model serves as both directions
+    import json
+    import subprocess
+    import sys
+
+    from conftest import TOY
+
+    from rnnsearch.engine.alignment import parse_pharaoh
+    from rnnsearch.tools.toy import toy_pairs
+
+    src, tgt = toy_pairs(30, "reverse", seed=22, **TOY)
+    gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
+    for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    files = ["--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt")]
+    both_ways = ["--reverse-model", str(reverse_model)]
+    runs = {"forward": files, "backward": ["--src", str(tmp_path / "tgt"), "--tgt", str(tmp_path / "src")],
+            "intersection": files + both_ways + ["--symmetrize", "intersection"],
+            "union": files + both_ways + ["--symmetrize", "union"],
+            "gdfa": files + both_ways, "shifted": files + ["--shift", "1"]}
+    found = {}
+    for label, extra in runs.items():
+        cmd = ["align", "--model", str(reverse_model), *extra, "--gold", str(tmp_path / "gold"),
+               "--out", str(tmp_path / label)]
+        res = subprocess.run([sys.executable, "-m", "rnnsearch", *cmd], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        lines = (tmp_path / label).read_text().splitlines()
+        found[label] = ([parse_pharaoh(x)[0] for x in lines], json.loads(res.stdout))
+    back = [{(i, j) for j, i in links} for links in found["backward"][0]]
+    for k, fwd in enumerate(found["forward"][0]):
+        assert found["intersection"][0][k] == fwd & back[k]
+        assert found["union"][0][k] == fwd | back[k]
+        assert found["intersection"][0][k] <= found["gdfa"][0][k] <= found["union"][0][k]
+        # one link per target word, whichever row is read
+        assert sorted(j for _, j in found["shifted"][0][k]) == list(range(len(tgt[k].split())))
+    assert found["gdfa"][1]["symmetrize"] == "grow-diag-final-and" and found["shifted"][1]["shift"] == 1
+    assert found["intersection"][1]["precision"] >= found["union"][1]["precision"]
+    assert found["intersection"][1]["recall"] <= found["union"][1]["recall"]

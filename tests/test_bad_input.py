@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch.cli import main
+from rnnsearch.tools.cli import main
 
 WORDS = "the a cat dog sees likes small big red house tree".split()
 
@@ -131,7 +131,8 @@ def test_all_pairs_dropped_leaves_no_model_directory(tmp_path, capsys):
     src.write_text("a b c\n\n")
     tgt.write_text("\nx y\n")
     model_dir = tmp_path / "m"
-    _fails(capsys, ["train", str(_config(tmp_path, src, tgt, model_dir))], "train: no pairs left after dropping 2 blank")
+    _fails(capsys, ["train", str(_config(tmp_path, src, tgt, model_dir))],
+           "train: no pairs left after dropping 2 blank")
     assert not model_dir.exists()
 
 
@@ -189,8 +190,8 @@ def test_truncated_weights(models, tmp_path, capsys):
 
 # -- translation -------------------------------------------------------------------------------------
 
-ODD = ["the cat sees 🐈 and 🏠", "مرحبا بالعالم", "e\u0301\u0301 cafe\u0301", "dog\x00house", "漢字 かな 한글",
-       "\u202eredro txet\u202c", "", "   ", "the " * 400]
+ODD = ["the cat sees 🐈 and 🏠", "مرحبا بالعالم", "e\u0301\u0301 cafe\u0301", "dog\x00house",
+       "漢字 かな 한글", "\u202eredro txet\u202c", "", "   ", "the " * 400]
 
 
 @pytest.mark.parametrize("kind", ["word", "bpe"])
@@ -214,7 +215,7 @@ def test_unknown_characters_and_empty_lines_never_crash(models, tmp_path, capsys
 
 
 def test_a_100k_character_line_is_translated_in_pieces(models, tmp_path):
-    from rnnsearch.translate import load
+    from rnnsearch.engine.translate import load
 
     model = load(models["bpe"], device="cpu")
     start = time.time()

@@ -10,12 +10,11 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import anchors  # noqa: E402
 import bench  # noqa: E402
-
-from rnnsearch.config import ModelConfig  # noqa: E402
-from rnnsearch.model import build_model  # noqa: E402
-
 from conftest import random_batch  # noqa: E402
 from test_model import teacher_inputs  # noqa: E402
+
+from rnnsearch.config import ModelConfig  # noqa: E402
+from rnnsearch.nn.model import build_model  # noqa: E402
 
 
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
@@ -45,8 +44,8 @@ def test_opennmt_log_lines_are_read():
 
 
 def test_joeynmt_log_lines_are_read():
-    log = ("2026-11-30 10:02:34,430 - INFO - joeynmt.training - Epoch   1, Step:       20, Batch Loss:     5.905262, "
-           "Batch Acc: 0.076633, Tokens per Sec:     1093, Lr: 0.001000\n"
+    log = ("2026-11-30 10:02:34,430 - INFO - joeynmt.training - Epoch   1, Step:       20, "
+           "Batch Loss:     5.905262, Batch Acc: 0.076633, Tokens per Sec:     1093, Lr: 0.001000\n"
            "2026-11-30 09:34:21,487 - INFO - joeynmt.prediction - Generation took 0.5150[sec].\n"
            "2026-11-30 09:34:36,903 - INFO - joeynmt.prediction - Generation took 1.7146[sec].\n")
     assert anchors.joeynmt_rates(log) == [1093.0]
@@ -64,7 +63,8 @@ def test_anchor_flops_grow_with_the_decoder_and_the_vocabulary():
     base = anchors.anchor_flops_per_target_token(256, 256, 512, 8000, 1.0, 14.0)
     assert anchors.anchor_flops_per_target_token(256, 256, 512, 9000, 1.0, 14.0) - base == 3 * 2 * 512 * 1000
     # the anchors' 512-wide input-feeding decoder costs more per token than RNNsearch at the benchmark sizes
-    ours = bench.flops_per_target_token(ModelConfig(emb=256, hidden=256, align=256, maxout=512), 8000, 1.0, 14.0)
+    ours = bench.flops_per_target_token(ModelConfig(emb=256, hidden=256, align=256, maxout=512),
+                                        8000, 1.0, 14.0)
     assert base > ours["train_mflop"] * 1e6
     assert torch.get_num_threads() >= 1
 

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 import rnnsearch
-from rnnsearch.checkpoint import CheckpointError
+from rnnsearch.engine.checkpoint import CheckpointError
 
 
 @pytest.fixture
@@ -52,8 +52,8 @@ def test_missing_tokenizer(model_copy):
 
 
 def test_damaged_train_state_refuses_to_resume(model_copy):
-    from rnnsearch.checkpoint import read_config
-    from rnnsearch.train import train
+    from rnnsearch.engine.checkpoint import read_config
+    from rnnsearch.engine.train import train
 
     state = model_copy / "train_state.safetensors"
     state.write_bytes(state.read_bytes()[:5000])  # truncated, as by a full disk

@@ -124,7 +124,8 @@ def test_bad_literal_lists_the_choices(tmp_path):
 
 @pytest.mark.parametrize("override", [
     "model.hidden=0", "model.dropout_emb=1.0", "vocab.size=2", "train.lr=0", "decode.beam=0",
-    "decode.n_best=9", "train.device=gpu", "data.max_len=0", "train.batch_size=-1", "data.bleu_tokenize=chinese",
+    "decode.n_best=9", "train.device=gpu", "data.max_len=0", "train.batch_size=-1",
+    "data.bleu_tokenize=chinese",
 ])
 def test_out_of_range_values_are_rejected(override):
     key = override.split("=")[0]
@@ -197,7 +198,8 @@ def test_tiny_and_paper_presets():
     tiny = load_config(None, ["preset=tiny"])
     assert tiny.model.hidden == 32 and tiny.vocab.kind == "word"
     paper = load_config(None, ["preset=paper"])
-    assert (paper.model.emb, paper.model.hidden, paper.model.align, paper.model.maxout) == (620, 1000, 1000, 500)
+    assert ((paper.model.emb, paper.model.hidden, paper.model.align, paper.model.maxout)
+            == (620, 1000, 1000, 500))
     assert paper.vocab.size == 30000 and paper.train.batch_size == 80 and paper.train.optimizer == "adadelta"
 
 

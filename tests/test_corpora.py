@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch import corpora
-from rnnsearch.cli import main
-from rnnsearch.corpora import CATALOGUE, Corpus, DownloadError, Remote, get
-
+from rnnsearch.tools import corpora
+from rnnsearch.tools.cli import main
+from rnnsearch.tools.corpora import CATALOGUE, Corpus, DownloadError, Remote, get
 
 
 class Server:
@@ -98,7 +97,8 @@ def _toy(server: Server, data: bytes, pinned: bytes | None = None, name: str = "
 def test_download_verify_extract_and_cache(server, tmp_path):
     data = b"ein Haus\nzwei H\xc3\xa4user\n" * 500
     cat = _toy(server, data)
-    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False,
+              catalogue=cat)
     assert out == tmp_path / "data" / "toy_corpus"
     assert (out / "words.txt").read_bytes() == data
     note = (out / "SOURCE.md").read_text()
@@ -110,14 +110,16 @@ def test_download_verify_extract_and_cache(server, tmp_path):
     assert len(server.requests) == 1  # served from the cache
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["toy_corpus"]  # no staging left
     cached.write_bytes(b"bit rot")  # a damaged cache entry is noticed and fetched again
-    out = get("toy", tmp_path / "third", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    out = get("toy", tmp_path / "third", cache=tmp_path / "cache", mirror=server.url, progress=False,
+              catalogue=cat)
     assert (out / "words.txt").read_bytes() == data and len(server.requests) == 2
 
 
 def test_checksum_mismatch_removes_the_bytes_and_writes_nothing(server, tmp_path):
     cat = _toy(server, b"tampered content!\n", pinned=b"original content!!\n"[:18])
     with pytest.raises(DownloadError, match="SHA-256 mismatch: expected [0-9a-f]{64}, got [0-9a-f]{64}"):
-        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False,
+            catalogue=cat)
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
     assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))  # neither .part nor the file stays
 
@@ -125,7 +127,8 @@ def test_checksum_mismatch_removes_the_bytes_and_writes_nothing(server, tmp_path
 def test_size_mismatch_is_reported_before_hashing(server, tmp_path):
     cat = _toy(server, b"short\n", pinned=b"a longer original\n")
     with pytest.raises(DownloadError, match=r"expected 18 bytes, got 6"):
-        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+        get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False,
+            catalogue=cat)
 
 
 def test_interrupted_download_is_kept_and_resumed_by_the_next_run(server, tmp_path):
@@ -138,7 +141,8 @@ def test_interrupted_download_is_kept_and_resumed_by_the_next_run(server, tmp_pa
     part = next((tmp_path / "cache").rglob("*.part"))
     assert part.stat().st_size == 100_000
     assert not (tmp_path / "data" / "toy_corpus").exists()
-    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=0, progress=False,
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=0,
+              progress=False,
               catalogue=cat)
     assert (out / "words.txt").read_bytes() == data
     assert server.requests[-1] == ("corpora/v1/words.txt", "bytes=100000-")
@@ -149,7 +153,8 @@ def test_interruption_is_resumed_within_one_run(server, tmp_path):
     data = b"x" * 200_000
     cat = _toy(server, data)
     server.cut_next["corpora/v1/words.txt"] = 70_000
-    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=2, progress=False,
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, retries=2,
+              progress=False,
               catalogue=cat)
     assert (out / "words.txt").read_bytes() == data
     assert [r for _, r in server.requests] == [None, "bytes=70000-"]
@@ -160,7 +165,8 @@ def test_server_that_ignores_range_restarts_cleanly(server, tmp_path):
     cat = _toy(server, data)
     server.cut_next["corpora/v1/words.txt"] = 1234
     server.ignore_range = True
-    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False,
+              catalogue=cat)
     assert (out / "words.txt").read_bytes() == data  # not the first 1234 bytes twice
 
 
@@ -170,7 +176,8 @@ def test_complete_part_file_is_verified_without_refetching(server, tmp_path):
     part = tmp_path / "cache" / "downloads" / "example.org" / "corpora" / "v1" / "words.txt.part"
     part.parent.mkdir(parents=True)
     part.write_bytes(data)  # e.g. killed between the last byte and the rename
-    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False, catalogue=cat)
+    out = get("toy", tmp_path / "data", cache=tmp_path / "cache", mirror=server.url, progress=False,
+              catalogue=cat)
     assert (out / "words.txt").read_bytes() == data
     assert server.requests == [("corpora/v1/words.txt", f"bytes={len(data)}-")]
 
@@ -233,7 +240,8 @@ def test_tatoeba_and_europarl_extraction(server, tmp_path):
             tar.addfile(info, io.BytesIO(text.encode()))
     out = get("europarl", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
               catalogue=_unpinned("europarl-it-en", server, buf.getvalue()))
-    assert gzip.open(out / "all.en.gz").read().decode() == "Resumption of the session\n\n"  # pairs as published
+    # pairs as published
+    assert gzip.open(out / "all.en.gz").read().decode() == "Resumption of the session\n\n"
     assert gzip.open(out / "all.it.gz").read().decode() == "Ripresa della sessione\nSì\n"
 
 
@@ -260,7 +268,8 @@ def test_pinned_catalogue_reproduces_the_development_data(server, tmp_path, shar
                      "dev.wa.nonullalign": "trial.wa.nonullalign", "README.test": "original_README.test.txt",
                      "README.training": "original_README.training.txt"}.get(base, base)
             src = SHARED / folder / local
-            data = src.read_bytes() if src.exists() else gzip.open(str(src) + ".gz").read()  # sgm kept gzipped
+            # sgm kept gzipped
+            data = src.read_bytes() if src.exists() else gzip.open(str(src) + ".gz").read()
             server.files[remote.path] = data
         out = get(name, tmp_path, cache=tmp_path / "cache", mirror=server.url, progress=False)
         for path in (SHARED / folder).iterdir():
@@ -289,8 +298,8 @@ def test_split_keeps_every_source_sentence_in_one_split(tmp_path, capsys):
     (tmp_path / "all.en").write_text("\n".join(src) + "\n")
     (tmp_path / "all.de").write_text("\n".join(tgt) + "\n")
     out = tmp_path / "split"
-    assert main(["data", "split", "--files", str(tmp_path / "all.en"), str(tmp_path / "all.de"), "--dir", str(out),
-                 "--valid", "5", "--test", "6", "--seed", "3"]) == 0
+    assert main(["data", "split", "--files", str(tmp_path / "all.en"), str(tmp_path / "all.de"),
+                 "--dir", str(out), "--valid", "5", "--test", "6", "--seed", "3"]) == 0
     assert "train" in capsys.readouterr().out
     seen: dict[str, str] = {}
     pairs = set()
@@ -322,9 +331,10 @@ def test_split_errors_name_the_file(tmp_path):
 
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.yaml"
-SMALL = ["--set", "model.emb=16", "--set", "model.hidden=16", "--set", "model.align=16", "--set", "model.maxout=8",
-         "--set", "vocab.size=300", "--set", "train.max_steps=3", "--set", "train.batch_size=16",
-         "--set", "train.progress=false", "--set", "train.threads=1", "--set", "data.valid_bleu_sentences=8"]
+SMALL = ["--set", "model.emb=16", "--set", "model.hidden=16", "--set", "model.align=16",
+         "--set", "model.maxout=8", "--set", "vocab.size=300", "--set", "train.max_steps=3",
+         "--set", "train.batch_size=16", "--set", "train.progress=false", "--set", "train.threads=1",
+         "--set", "data.valid_bleu_sentences=8"]
 
 
 def test_shipped_config_without_its_corpus_says_how_to_fetch_it(tmp_path, monkeypatch, capsys):
@@ -335,7 +345,8 @@ def test_shipped_config_without_its_corpus_says_how_to_fetch_it(tmp_path, monkey
                    "(run: rnnsearch data get multi30k)")
     assert not (tmp_path / "runs").exists()
     assert main(["experiment", "length-curve", "--corpus", "multi30k-de-en", "--budget-steps", "1"]) == 2
-    assert "(run: rnnsearch data get multi30k; or give --data DIR holding multi30k/)" in capsys.readouterr().err
+    assert ("(run: rnnsearch data get multi30k; or give --data DIR holding multi30k/)"
+            in capsys.readouterr().err)
 
 
 def test_readme_path_data_get_then_train_with_no_path_overrides(server, tmp_path, monkeypatch, shared_data):

@@ -2,7 +2,7 @@
 
 import json
 
-from rnnsearch.demo import EXAMPLE, run_demo
+from rnnsearch.tools.demo import EXAMPLE, run_demo
 
 
 def test_demo_runs_end_to_end_at_a_toy_budget(tmp_path):
@@ -10,11 +10,12 @@ def test_demo_runs_end_to_end_at_a_toy_budget(tmp_path):
     r = run_demo(out, seed=3, n_train=300, steps=7, progress=False,  # a step budget: 5 batches an epoch
                  overrides=["train.threads=1", "data.valid_bleu_sentences=20"])
     assert r["steps"] == 7 == json.loads((out / "model" / "DONE").read_text())["step"]
-    assert set(r["checks"]) == {"test_bleu >= 95", "new compositions exact", "content words >= 75%", "AER <= 0.33",
-                                "昨天/吃/苹果 on yesterday/ate/apple"}
+    assert set(r["checks"]) == {"test_bleu >= 95", "new compositions exact", "content words >= 75%",
+                                "AER <= 0.33", "昨天/吃/苹果 on yesterday/ate/apple"}
     assert json.loads((out / "results.json").read_text(encoding="utf-8"))["checks"] == r["checks"]
-    for name in ("attention.png", "explorer.html", "attention.json", "results.json", "model/model.safetensors",
-                 "data/train.en", "data/train.zh", "data/train.align", "data/test.roles"):
+    for name in ("attention.png", "explorer.html", "attention.json", "results.json",
+                 "model/model.safetensors", "data/train.en", "data/train.zh", "data/train.align",
+                 "data/test.roles"):
         assert (out / name).exists(), name
     att = json.loads((out / "attention.json").read_text(encoding="utf-8"))
     assert " ".join(att["source"]) == EXAMPLE

@@ -1,6 +1,6 @@
 """The built-in English→Chinese corpus: exact renderings, gold links, determinism."""
 
-from rnnsearch.democorpus import example_pairs, generate
+from rnnsearch.tools.democorpus import example_pairs, generate
 
 
 def test_the_two_example_pairs_and_their_gold_links():

@@ -7,11 +7,10 @@ import sys
 
 import pytest
 import torch
+from conftest import TOY
 from safetensors.torch import load_file
 
-from rnnsearch.toy import write_toy_corpus
-
-from conftest import TOY
+from rnnsearch.tools.toy import write_toy_corpus
 
 
 def write_config(tmp_path, **train):

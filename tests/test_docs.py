@@ -14,7 +14,8 @@ DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "READM
 
 def anchors(text: str) -> list[str]:
     api = runpy.run_path(str(ROOT / "docs" / "make_api.py"))
-    return [api["anchor"](h) for h in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    return [api["anchor"](h) for h in re.findall(r"^#+ (.+)$", prose, re.M)]
 
 
 def test_api_reference_and_guide_code_links_are_current():
@@ -24,7 +25,8 @@ def test_api_reference_and_guide_code_links_are_current():
     for guide in GUIDES:
         text = guide.read_text(encoding="utf-8")
         assert len(api["CODE_LINK"].findall(text)) >= 15, guide.name
-        assert text == api["refresh_code_links"](text), f"{guide.name}: code line links are stale: run python docs/make_api.py"
+        assert text == api["refresh_code_links"](text), (
+            f"{guide.name}: code line links are stale: run python docs/make_api.py")
 
 
 def test_api_reference_links_land_on_one_entry():
@@ -60,7 +62,7 @@ def fenced_commands(doc: Path) -> list[str]:
 @pytest.mark.parametrize("doc", GUIDES, ids=lambda p: p.name)
 def test_every_guide_command_parses(doc):
     """Each command of the guide is accepted by the real command line, and the files it names exist."""
-    from rnnsearch.cli import build_parser
+    from rnnsearch.tools.cli import build_parser
 
     parser = build_parser()
     commands = fenced_commands(doc)
@@ -91,14 +93,15 @@ def test_the_figure_script_runs_the_guides_commands():
 
 def test_make_figures_on_a_tiny_model(tmp_path):
     """The figure script end to end, with a few-second demo model standing in for both models."""
-    from rnnsearch.demo import run_demo
+    from rnnsearch.tools.demo import run_demo
 
     run_demo(tmp_path / "demo", seed=2, n_train=300, steps=5, progress=False)
     model = str(tmp_path / "demo" / "model")
     figures = runpy.run_path(str(ROOT / "docs" / "make_figures.py"))
     out = tmp_path / "figures"
     assert figures["main"](["--demo", model, "--tatoeba", model, "--out", str(out)]) == 0
-    for name in ("structure.png", "demo_apple.png", "demo_explorer.html", "tatoeba_apple.png", "tatoeba_explorer.html"):
+    for name in ("structure.png", "demo_apple.png", "demo_explorer.html", "tatoeba_apple.png",
+                 "tatoeba_explorer.html"):
         assert (out / name).stat().st_size > 1000, name
     assert "注意力" in (out / "tatoeba_explorer.html").read_text(encoding="utf-8")  # --lang zh labels
     assert figures["main"](["--demo", str(tmp_path / "nope"), "--out", str(out)]) == 2
@@ -116,8 +119,8 @@ def test_guide_commands_run_as_written(tmp_path, monkeypatch):
     import gzip
     import shutil
 
-    from rnnsearch.cli import main
-    from rnnsearch.demo import run_demo
+    from rnnsearch.tools.cli import main
+    from rnnsearch.tools.demo import run_demo
 
     run_demo(tmp_path / "rnnsearch-demo", seed=2, n_train=300, steps=5, progress=False)
     shutil.copytree(tmp_path / "rnnsearch-demo" / "model", tmp_path / "runs" / "tatoeba_en_zh")
@@ -127,7 +130,8 @@ def test_guide_commands_run_as_written(tmp_path, monkeypatch):
     corpus.mkdir(parents=True)
     for name, line in (("en", "i ate {} apples yesterday ."), ("zh", "我 昨天 吃 了 {} 个 苹果 。"),
                        ("attribution", "CC-BY 2.0 (France) Attribution: tatoeba.org #{}")):
-        (corpus / f"all.{name}.gz").write_bytes(gzip.compress("".join(line.format(i) + "\n" for i in range(2500)).encode()))
+        text = "".join(line.format(i) + "\n" for i in range(2500))
+        (corpus / f"all.{name}.gz").write_bytes(gzip.compress(text.encode()))
     monkeypatch.chdir(tmp_path)
     ran = 0
     for command in fenced_commands(GUIDES[0]):

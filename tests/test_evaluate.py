@@ -5,12 +5,11 @@ import subprocess
 import sys
 
 import pytest
-
-from rnnsearch.alignment import merge_subwords
-from rnnsearch.evaluate import bleu_by_length, score_corpus
-from rnnsearch.toy import toy_pairs
-
 from conftest import TOY
+
+from rnnsearch.engine.alignment import merge_subwords
+from rnnsearch.engine.evaluate import bleu_by_length, score_corpus
+from rnnsearch.tools.toy import toy_pairs
 
 
 def test_bleu_by_length_buckets():
@@ -51,7 +50,8 @@ def test_merge_keeps_pieces_of_unsegmented_chinese():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "rnnsearch", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "rnnsearch", *args], capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_evaluate_command_by_length_two_systems(reverse_model, tmp_path):

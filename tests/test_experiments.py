@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rnnsearch.experiments import run_experiment
+from rnnsearch.tools.experiments import run_experiment
 
 
 @pytest.mark.parametrize("name", ["length-curve", "reverse", "scores"])
@@ -35,8 +35,8 @@ def test_experiment_at_a_toy_budget(tmp_path, name):
 
 
 def test_experiments_on_a_corpus_share_their_models(tmp_path):
-    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6,
-              max_clauses=1)
+    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2,
+              test_sentences=6, max_clauses=1)
     length = run_experiment("length-curve", **kw)
     pool = set(tmp_path.glob("models/*"))
     assert len(pool) == 4
@@ -49,7 +49,7 @@ def test_experiments_on_a_corpus_share_their_models(tmp_path):
 
 
 def test_real_corpus_splits_are_seeded_subsamples(tmp_path):
-    from rnnsearch.experiments import _corpus
+    from rnnsearch.tools.experiments import _corpus
 
     root = tmp_path / "data" / "multi30k"
     root.mkdir(parents=True)
@@ -73,12 +73,13 @@ def test_real_corpus_splits_are_seeded_subsamples(tmp_path):
 
 
 def test_overrides_reach_every_model_and_get_their_own_pool(tmp_path):
-    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6,
-              max_clauses=1)
+    kw = dict(corpus="synthetic", minutes=0.01, out_dir=tmp_path, train_sentences=150, seed=2,
+              test_sentences=6, max_clauses=1)
     plain = run_experiment("reverse", **kw)
     small = run_experiment("reverse", overrides=["model.hidden=16", "model.score=dot"], **kw)
     assert all(s["config"]["model"]["hidden"] == 16 for s in small["systems"])
-    assert all(s["config"]["model"]["score"] == "additive" for s in small["systems"])  # the experiment's own setting wins
+    # the experiment's own setting wins
+    assert all(s["config"]["model"]["score"] == "additive" for s in small["systems"])
     assert not {s["model_dir"] for s in small["systems"]} & {s["model_dir"] for s in plain["systems"]}
     assert "with model.hidden=16" in (tmp_path / "reverse" / "results.md").read_text()
     from rnnsearch.config import ConfigError
@@ -88,10 +89,12 @@ def test_overrides_reach_every_model_and_get_their_own_pool(tmp_path):
 
 
 def test_a_step_budget_trains_every_model_that_many_steps(tmp_path):
-    kw = dict(corpus="synthetic", out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6, max_clauses=1)
+    kw = dict(corpus="synthetic", out_dir=tmp_path, train_sentences=150, seed=2, test_sentences=6,
+              max_clauses=1)
     r = run_experiment("scores", steps=7, **kw)
     assert [s["train_steps"] for s in r["systems"]] == [7] * 4
-    assert all(s["config"]["train"]["max_minutes"] == 0 for s in r["systems"])  # no clock: a busy machine changes nothing
+    # no clock: a busy machine changes nothing
+    assert all(s["config"]["train"]["max_minutes"] == 0 for s in r["systems"])
     assert r["steps_per_model"] == 7 and "minutes_per_model" not in r
     assert "7 training steps per model" in (tmp_path / "scores" / "results.md").read_text()
     timed = run_experiment("scores", minutes=0.01, **kw)  # another budget, other models

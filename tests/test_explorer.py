@@ -1,10 +1,9 @@
 """The alignment explorer page, checked in a real headless browser (Debian chromium + Playwright)."""
 
 import pytest
-
-from rnnsearch.explorer import explorer_html, write_explorer
-
 from conftest import browser_or_skip
+
+from rnnsearch.tools.explorer import explorer_html, write_explorer
 
 RECORDS = [
     {"source": ["i", "ate", "an", "apple", "yesterday", "."],

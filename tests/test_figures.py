@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rnnsearch.figures import access_map, structure_figure, untrained_attention
+from rnnsearch.tools.figures import access_map, structure_figure, untrained_attention
 
 
 def test_untrained_attention_is_near_uniform():

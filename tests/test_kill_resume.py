@@ -8,9 +8,8 @@ import sys
 import time
 
 import torch
-from safetensors.torch import load_file
-
 from conftest import toy_config
+from safetensors.torch import load_file
 
 
 def start(args):

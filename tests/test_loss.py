@@ -3,12 +3,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
-from rnnsearch.train import sequence_loss
-from rnnsearch.vocab import PAD
-
 from conftest import random_batch, tiny_model
 from test_model import teacher_inputs
+
+from rnnsearch.engine.train import sequence_loss
+from rnnsearch.engine.vocab import PAD
 
 
 def padded_targets(seed=0):

@@ -2,10 +2,9 @@
 
 import pytest
 import torch
-
-from rnnsearch.vocab import BOS, PAD
-
 from conftest import random_batch, tiny_model
+
+from rnnsearch.engine.vocab import BOS, PAD
 
 SCORES = ["additive", "dot", "general", "scaled_dot"]
 
@@ -86,16 +85,18 @@ def _orthogonal_gates(U: torch.Tensor, n: int) -> bool:
 
 def test_paper_initialisation_is_appendix_b():
     from rnnsearch.config import ModelConfig
-    from rnnsearch.model import build_model
+    from rnnsearch.nn.model import build_model
 
     torch.manual_seed(0)
-    model = build_model(ModelConfig(emb=40, hidden=32, align=48, maxout=24, init="paper"), 500, 600).requires_grad_(False)
+    cfg = ModelConfig(emb=40, hidden=32, align=48, maxout=24, init="paper")
+    model = build_model(cfg, 500, 600).requires_grad_(False)
     for gru in (model.enc_fwd, model.enc_bwd, model.decoder):  # recurrent gate matrices orthogonal
         assert _orthogonal_gates(gru.U.weight, 32)
     assert (model.attention.v_a.weight == 0).all()
     for w in (model.attention.W_a.weight, model.attention.U_a.weight):  # N(0, 0.001²)
         assert abs(float(w.std()) - 0.001) < 0.0001 and abs(float(w.mean())) < 0.0001
-    for w in (model.W_o.weight, model.src_emb.weight[1:], model.C.weight, model.enc_fwd.W.weight):  # N(0, 0.01²)
+    # N(0, 0.01²)
+    for w in (model.W_o.weight, model.src_emb.weight[1:], model.C.weight, model.enc_fwd.W.weight):
         assert abs(float(w.std()) - 0.01) < 0.001
     for name, p in model.named_parameters():
         if name.endswith("bias"):
@@ -106,7 +107,7 @@ def test_paper_initialisation_is_appendix_b():
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
 def test_uniform_initialisation_fills_every_parameter(arch):
     from rnnsearch.config import ModelConfig
-    from rnnsearch.model import build_model
+    from rnnsearch.nn.model import build_model
 
     torch.manual_seed(0)
     model = build_model(ModelConfig(arch=arch, emb=40, hidden=32, align=48, maxout=24, init="uniform",
@@ -126,10 +127,11 @@ def test_uniform_initialisation_fills_every_parameter(arch):
 @pytest.mark.parametrize("scheme", ["glorot", "glorot_orthogonal"])
 def test_glorot_initialisation(scheme):
     from rnnsearch.config import ModelConfig
-    from rnnsearch.model import build_model
+    from rnnsearch.nn.model import build_model
 
     torch.manual_seed(0)
-    model = build_model(ModelConfig(emb=40, hidden=32, align=48, maxout=24, init=scheme), 500, 600).requires_grad_(False)
+    cfg = ModelConfig(emb=40, hidden=32, align=48, maxout=24, init=scheme)
+    model = build_model(cfg, 500, 600).requires_grad_(False)
     for name, p in model.named_parameters():
         if name.endswith("bias"):
             assert (p == 0).all(), name
@@ -146,12 +148,13 @@ def test_initialisation_default_and_paper_preset():
     from rnnsearch.config import ModelConfig, config_from_dict
 
     assert ModelConfig().init == "uniform" and ModelConfig().init_scale == 0.1
-    assert config_from_dict({"preset": "paper"}).model.init == "paper"  # the faithful model stays one word away
+    # the faithful model stays one word away
+    assert config_from_dict({"preset": "paper"}).model.init == "paper"
 
 
 def test_paper_preset_parameter_count():
     from rnnsearch.config import config_from_dict
-    from rnnsearch.model import build_model
+    from rnnsearch.nn.model import build_model
 
     cfg = config_from_dict({"preset": "paper"})
     n = build_model(cfg.model, 30000, 30000).num_parameters()
@@ -197,10 +200,10 @@ def test_state_dropout_is_training_only_and_keeps_attention_a_distribution(optio
 
 
 def _loop_only(monkeypatch):
-    import rnnsearch.gru
-    import rnnsearch.model
+    import rnnsearch.nn.gru
+    import rnnsearch.nn.model
 
-    for mod in (rnnsearch.gru, rnnsearch.model):
+    for mod in (rnnsearch.nn.gru, rnnsearch.nn.model):
         monkeypatch.setattr(mod, "can_fuse", lambda *a, **k: False)
 
 
@@ -221,13 +224,15 @@ def test_device_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(a
     tgt = teacher_inputs(4, 5).to(device)
     runs = []
     for fused in (True, False):
-        model = tiny_model(arch, gru="cudnn").to(device, dtype).train()  # dropouts are 0: train() only changes the kernel's mode
+        # dropouts are 0: train() only changes the kernel's mode
+        model = tiny_model(arch, gru="cudnn").to(device, dtype).train()
         with monkeypatch.context() as m:
             if not fused:
                 _loop_only(m)
             lp, _ = model(src, mask, tgt)
             lp.sum().backward()
-        runs.append((lp.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
+        runs.append((lp.detach(),
+                     {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
     (lp_f, g_f), (lp_l, g_l) = runs
     assert torch.allclose(lp_f, lp_l, **lp_tol)
     assert g_f.keys() == g_l.keys() and any(k.startswith("enc_fwd.U") for k in g_f)
@@ -236,7 +241,7 @@ def test_device_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(a
 
 
 def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
-    from rnnsearch.gru import GRU, can_fuse, fused_run
+    from rnnsearch.nn.gru import GRU, can_fuse, fused_run
 
     src, mask = random_batch([5, 3, 2])
     cudnn, paper = GRU(4, 3, "cudnn"), GRU(4, 3, "paper")
@@ -284,12 +289,13 @@ def test_fused_run_keeps_cudnns_weight_layout_warning_to_itself(monkeypatch):
     not one flat buffer; the copy is intended, so the warning is not passed on to the user."""
     import warnings
 
-    from rnnsearch.gru import GRU, fused_run
+    from rnnsearch.nn.gru import GRU, fused_run
 
     real = torch._VF.gru
 
     def warning_gru(*args):
-        warnings.warn("RNN module weights are not part of single contiguous chunk of memory. ...", UserWarning)
+        warnings.warn("RNN module weights are not part of single contiguous chunk of memory. ...",
+                      UserWarning, stacklevel=1)
         return real(*args)
 
     monkeypatch.setattr(torch._VF, "gru", warning_gru)

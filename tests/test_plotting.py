@@ -2,7 +2,7 @@
 
 import warnings
 
-from rnnsearch.plotting import has_cjk_font, plot_attention
+from rnnsearch.tools.plotting import has_cjk_font, plot_attention
 
 WEIGHTS = [[0.9, 0.05, 0.05], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1]]
 

@@ -1,4 +1,4 @@
-"""The PyTorch models against the plain-NumPy reference (rnnsearch.reference)."""
+"""The PyTorch models against the plain-NumPy reference (rnnsearch.nn.reference)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from rnnsearch import reference
 from rnnsearch.config import ModelConfig
-from rnnsearch.model import build_model
+from rnnsearch.nn import reference
+from rnnsearch.nn.model import build_model
 
 SRC_V, TGT_V = 13, 11
 PAD, BOS = 0, 2

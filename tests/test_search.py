@@ -4,11 +4,10 @@ import contextlib
 
 import pytest
 import torch
-
-from rnnsearch.search import beam_search, greedy_search
-from rnnsearch.vocab import BOS, EOS, PAD
-
 from conftest import random_batch, tiny_model
+
+from rnnsearch.engine.vocab import BOS, EOS, PAD
+from rnnsearch.nn.search import beam_search, greedy_search
 
 
 def sequence_log_prob(model, src, mask, tokens):
@@ -124,14 +123,15 @@ def test_device_in_flight_batching_gives_what_decoding_all_at_once_gives(device)
 def test_in_flight_history_is_dropped_once_no_sentence_needs_it(monkeypatch):
     """The words kept per row reach back only to when the oldest sentence in flight joined,
     however long the stream."""
-    from rnnsearch import search
+    from rnnsearch.nn import search
 
     model = tiny_model(double=False, scale=0.8, seed=7)
     lengths = [3, 7, 2, 5, 4, 6, 1, 3, 5]
     src, mask = random_batch(lengths, seed=12)
     widths = []
     advance = search._Batch.advance
-    monkeypatch.setattr(search._Batch, "advance", lambda self, *a: (advance(self, *a), widths.append(self.seqs.size(1))))
+    monkeypatch.setattr(search._Batch, "advance",
+                        lambda self, *a: (advance(self, *a), widths.append(self.seqs.size(1))))
     beam_search(model, src, mask, beam=2, batch_size=2)
     longest = int(max(lengths) * 2.0) + 10 + 1  # a sentence's steps: its limit, then </s>
     assert len(widths) > longest  # the stream ran longer than any one sentence

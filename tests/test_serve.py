@@ -17,8 +17,9 @@ pytest.importorskip("starlette", reason="serve needs starlette (pip install -e '
 uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
 
 from conftest import browser_or_skip  # noqa: E402
-from rnnsearch.serve import Limits, create_app  # noqa: E402
-from rnnsearch.translate import load  # noqa: E402
+
+from rnnsearch.engine.translate import load  # noqa: E402
+from rnnsearch.tools.serve import Limits, create_app  # noqa: E402
 
 
 class LiveServer:
@@ -85,7 +86,8 @@ def test_health_and_info(live, translator):
     assert status == 200 and body["status"] == "ok" and body["queued_sentences"] == 0
     status, _, info = live.request("/info")
     assert status == 200
-    assert info["vocab"] == {"kind": "word", "source": len(translator.src_tok), "target": len(translator.tgt_tok)}
+    assert info["vocab"] == {"kind": "word", "source": len(translator.src_tok),
+                             "target": len(translator.tgt_tok)}
     assert info["parameters"] == translator.model.num_parameters() and info["arch"] == "rnnsearch"
     assert info["decode"]["beam"] == translator.cfg.decode.beam and info["limits"]["max_sentences"] == 8
 
@@ -114,7 +116,8 @@ def test_concurrent_requests_are_batched_with_unchanged_results(live, translator
 
 
 def test_attention_and_n_best(live, translator):
-    status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "beam": 4, "n_best": 3, "attention": True})
+    status, _, body = live.request("/translate",
+                                   {"text": "w1 w2 w3 w4", "beam": 4, "n_best": 3, "attention": True})
     assert status == 200
     t = body["translation"]
     assert len(t["n_best"]) == 3 and t["n_best"][0]["text"] == t["text"]
@@ -223,7 +226,8 @@ def test_a_failing_batch_is_a_500_and_the_server_lives_on(translator):
 
 def test_live_page_in_a_browser(live):
     sync_api, chromium = browser_or_skip()
-    expected = live.request("/translate", {"text": "w1 w2 w3", "attention": True})[2]["translation"]["attention"]
+    answer = live.request("/translate", {"text": "w1 w2 w3", "attention": True})[2]
+    expected = answer["translation"]["attention"]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()

@@ -6,15 +6,15 @@ import sys
 
 import pytest
 import torch
+from conftest import TOY, toy_config
 from safetensors.torch import load_file
 
 import rnnsearch
-from rnnsearch.checkpoint import CheckpointError
 from rnnsearch.config import ConfigError
-from rnnsearch.toy import toy_pairs
-from rnnsearch.train import train
+from rnnsearch.engine.checkpoint import CheckpointError
+from rnnsearch.engine.train import train
+from rnnsearch.tools.toy import toy_pairs
 
-from conftest import TOY, toy_config
 
 def test_learns_to_reverse_with_anti_diagonal_attention(reverse_model):
     model = rnnsearch.load(reverse_model, device="cpu")
@@ -103,6 +103,52 @@ def test_timed_saves_checkpoint_without_validating(tmp_path):
         toy_config(tmp_path, "bad", save_every_minutes=-1)
 
 
+def test_train_state_patience_learning_rate_and_stopping():
+    from rnnsearch.config import TrainConfig
+    from rnnsearch.engine.train import TrainState
+
+    t = TrainConfig(valid_metric="loss", patience=3, lr_decay=0.5, lr_patience=2, min_lr=0.3,
+                    stop_valid_loss=0.5)
+    s = TrainState(lr=1.0)
+    assert s.after_validation({"valid_loss": 2.0}, t) and s.best == -2.0  # a loss is kept negated
+    assert not s.after_validation({"valid_loss": 2.5}, t) and s.lr == 1.0
+    assert not s.after_validation({"valid_loss": 2.1}, t) and s.lr == 0.5  # two without improvement
+    assert s.stop_reason(t) is None
+    assert not s.after_validation({"valid_loss": 2.2}, t)
+    assert s.stop_reason(t) == "no improvement in 3 validations"
+    assert s.after_validation({"valid_loss": 0.4}, t) and s.bad_validations == 0
+    assert "stop_valid_loss=0.5" in s.stop_reason(t)
+    for _ in range(4):
+        s.after_validation({"valid_loss": 9.0}, t)
+    assert s.lr == 0.3  # never below min_lr
+    assert TrainState.restored({**s.decided(), "step": 7, "unknown_key": 1}, lr=1.0).lr == 0.3
+
+
+def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
+    from rnnsearch.engine.checkpoint import load_train_state
+    from rnnsearch.engine.data import target_tokens
+    from rnnsearch.engine.train import Trainer, TrainState
+
+    trainer = Trainer(toy_config(tmp_path, "steps", max_steps=3))
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    examples = trainer.examples(list(range(16)), epoch=0, pos=0)
+    step = trainer.train_step(examples)
+    assert step is not None and trainer.state.step == 1 and step.tokens == target_tokens(examples)
+    after = trainer.model.state_dict()
+    assert step.grad_norm > 0 and any(not torch.equal(before[k], after[k]) for k in before)
+    record: dict = {}
+    assert trainer.validate(record) is True  # the first validation is the best so far
+    assert {"valid_loss", "valid_ppl", "valid_bleu"} <= set(record)
+    assert trainer.state.best == record["valid_bleu"]
+    trainer.save_checkpoint("valid", record, improved=True)
+    model_dir = tmp_path / "steps"
+    written = {p.name for p in model_dir.iterdir()}
+    assert {"model.safetensors", "last.safetensors", "train_state.safetensors"} <= written
+    saved = load_train_state(model_dir, trainer.model, trainer.optimizer)
+    assert TrainState.restored(saved, lr=0.0) == trainer.state
+    assert json.loads((model_dir / "log.jsonl").read_text().splitlines()[-1])["kind"] == "valid"
+
+
 def run_cli(*args, stdin=None):
     return subprocess.run([sys.executable, "-m", "rnnsearch", *args], input=stdin, capture_output=True,
                           text=True, timeout=120)
@@ -125,7 +171,8 @@ def test_translate_command_keeps_line_counts_and_writes_attention(reverse_model,
 
 def test_cli_errors_are_one_line(tmp_path):
     res = run_cli("translate", "--model", str(tmp_path / "nowhere"), stdin="a\n")
-    assert res.returncode == 2 and res.stderr.strip() == f"rnnsearch: error: {tmp_path / 'nowhere'}: no such model directory"
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"rnnsearch: error: {tmp_path / 'nowhere'}: no such model directory"
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  hiden: 3\n")
     res = run_cli("train", str(bad))
@@ -142,13 +189,13 @@ def test_device_mixed_precision_training_runs_and_learns(tmp_path, precision, gr
     model_dir = train(cfg)
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if r.get("kind") == "train"]
-    assert all(l == l and l < 10 for l in losses) and losses[-1] < losses[0]
+    assert all(loss == loss and loss < 10 for loss in losses) and losses[-1] < losses[0]
     # the saved weights stay fp32
     assert all(v.dtype == torch.float32 for v in load_file(str(model_dir / "model.safetensors")).values())
 
 
 def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
-    from rnnsearch.model import RNNsearch
+    from rnnsearch.nn.model import RNNsearch
 
     compiled = []
     original = RNNsearch.compile_step
@@ -169,7 +216,7 @@ def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
                                                     ("adadelta", None, 1e-6), ("adam", 1e-4, 1e-4)])
 def test_optimizer_uses_the_eps_the_config_says(optimizer, given, used, tmp_path):
     from rnnsearch.config import config_from_dict
-    from rnnsearch.train import make_optimizer
+    from rnnsearch.engine.train import make_optimizer
 
     train_cfg = {"optimizer": optimizer} if given is None else {"optimizer": optimizer, "eps": given}
     cfg = config_from_dict({"train": train_cfg})
@@ -187,7 +234,8 @@ def test_resume_warns_for_every_setting_it_ignores(tmp_path, caplog):
     again.model.hidden = 64
     with caplog.at_level("WARNING", logger="rnnsearch"):
         train(again, resume=True)
-    ignored = sorted(r.getMessage().split()[2].split("=")[0] for r in caplog.records if "ignoring" in r.getMessage())
+    ignored = sorted(r.getMessage().split()[2].split("=")[0]
+                     for r in caplog.records if "ignoring" in r.getMessage())
     assert ignored == ["model.hidden", "train.batch_size", "train.lr"]  # max_steps is taken, not ignored
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["model"]["hidden"] == 32 and saved["train"]["lr"] == 0.01
@@ -195,7 +243,8 @@ def test_resume_warns_for_every_setting_it_ignores(tmp_path, caplog):
 
 
 def test_training_stops_at_the_target_validation_loss(tmp_path):
-    cfg = toy_config(tmp_path, "target", max_epochs=5, valid_every=10, valid_metric="loss", stop_valid_loss=50.0)
+    cfg = toy_config(tmp_path, "target", max_epochs=5, valid_every=10, valid_metric="loss",
+                     stop_valid_loss=50.0)
     train(cfg)  # any loss is under 50: the first validation (step 10) ends the run
     done = json.loads((tmp_path / "target" / "DONE").read_text())
     assert done["step"] == 10 and "stop_valid_loss=50.0" in done["reason"]

@@ -5,7 +5,7 @@ import json
 import shutil
 
 import rnnsearch
-from rnnsearch.cli import _attention_records
+from rnnsearch.tools.cli.attention import attention_records as _attention_records
 
 
 def test_n_best_entries_of_an_empty_line_are_separate_objects(reverse_model):

@@ -6,9 +6,20 @@ from types import SimpleNamespace
 import pytest
 
 from rnnsearch.config import VocabConfig
+from rnnsearch.engine.vocab import (
+    BOS,
+    EOS,
+    PAD,
+    SPECIALS,
+    UNK,
+    SentencePiece,
+    WordVocab,
+    build_tokenizers,
+    load_tokenizers,
+    save_tokenizers,
+    tokenizer_files,
+)
 from rnnsearch.io import DataError
-from rnnsearch.vocab import (BOS, EOS, PAD, SPECIALS, UNK, SentencePiece, WordVocab, build_tokenizers,
-                             load_tokenizers, save_tokenizers, tokenizer_files)
 
 
 def test_reserved_ids():
@@ -194,7 +205,8 @@ def test_build_tokenizers_word_joint_vs_separate(tmp_path):
 
 @pytest.mark.parametrize("kind", ["bpe", "unigram"])
 def test_build_tokenizers_sentencepiece_joint_vs_separate(kind):
-    src_texts, tgt_texts = synthetic_corpus(seed=1), synthetic_corpus(seed=2, syllables=("ba", "de", "fu", "gi", "jo"))
+    src_texts = synthetic_corpus(seed=1)
+    tgt_texts = synthetic_corpus(seed=2, syllables=("ba", "de", "fu", "gi", "jo"))
     s, t = build_tokenizers(VocabConfig(kind=kind, size=60, joint=False), src_texts, tgt_texts)
     assert s is not t and s.proto != t.proto
     assert UNK in s.encode("bade") and UNK not in t.encode("bade")  # target characters unseen by source

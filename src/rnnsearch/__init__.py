@@ -8,10 +8,10 @@
     rnnsearch.train(rnnsearch.load_config("configs/multi30k_de_en.yaml"))
 """
 
-from .config import Config, load_config
-from .model import RNNencdec, RNNsearch, build_model
-from .train import train
-from .translate import Translation, Translator, load
+from rnnsearch.config import Config, load_config
+from rnnsearch.engine.train import train
+from rnnsearch.engine.translate import Translation, Translator, load
+from rnnsearch.nn.model import RNNencdec, RNNsearch, build_model
 
 __all__ = ["Config", "load_config", "RNNsearch", "RNNencdec", "build_model", "train", "load",
            "Translator", "Translation"]

@@ -15,6 +15,7 @@ import difflib
 import json
 import re
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -118,8 +119,10 @@ class TrainConfig:
     save_every_minutes: float = 0.0  # also checkpoint (no validation) every N minutes of training; 0: off
     seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
-    compile: bool = False  # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
+    # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
+    compile: bool = False
     threads: int = 0  # torch CPU threads; 0: torch's default
     progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed
@@ -134,10 +137,13 @@ class DecodeConfig:
     beam: int = 5  # beam width (1: greedy)
     alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
-    batch_size: int = 128  # sentences decoding at once (sorted by length; 128 beat 64 and 256 at beam 5 on CPU)
+    # sentences decoding at once (sorted by length; 128: the fastest measured at beam 5 on CPU,
+    # see docs/benchmarks.md)
+    batch_size: int = 128
     n_best: int = 1  # hypotheses returned per sentence (<= beam)
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
-    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: matrix products in bf16 (autocast), log-softmax in fp32
+    # bf16: matrix products in bf16 (autocast), log-softmax in fp32
+    precision: Literal["fp32", "bf16"] = "fp32"
 
 
 @dataclass
@@ -157,7 +163,7 @@ class Config:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        from .io import atomic_write_text
+        from rnnsearch.io import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
@@ -252,7 +258,7 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
             raise ConfigError(f"{source}: unknown key '{path}'{hint}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
-            kwargs[key] = _build(tp, value, path, source)
+            kwargs[key] = _build(typing.cast(type, tp), value, path, source)
         else:
             kwargs[key] = _coerce(value, tp, f"{source}: {path}")
     return cls(**kwargs)
@@ -273,6 +279,7 @@ def _validate(cfg: Config, source: str) -> None:
     need(0.0 < v.character_coverage <= 1.0, "vocab.character_coverage", "must be in (0, 1]")
     need(t.batch_size > 0, "train.batch_size", "must be positive")
     need(t.lr > 0, "train.lr", "must be positive")
+    assert t.eps is not None  # resolved by TrainConfig.__post_init__
     need(t.eps > 0, "train.eps", "must be positive")
     need(t.clip_norm >= 0, "train.clip_norm", "must be >= 0 (0 disables clipping)")
     need(0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
@@ -310,7 +317,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), parsed
 
 
-def apply_overrides(raw: dict, overrides: list[str] = ()) -> dict:
+def apply_overrides(raw: dict, overrides: Sequence[str] = ()) -> dict:
     """A copy of the nested dict `raw` with each ``section.key=value`` of `overrides` set."""
     raw = copy.deepcopy(raw or {})
     for text in overrides:
@@ -324,7 +331,7 @@ def apply_overrides(raw: dict, overrides: list[str] = ()) -> dict:
     return raw
 
 
-def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config") -> Config:
+def config_from_dict(raw: dict, overrides: Sequence[str] = (), source: str = "config") -> Config:
     """A checked `Config` from nested dicts (as a YAML file would give), a ``preset`` name
     resolved first and ``KEY=VALUE`` `overrides` applied last. Unknown keys, wrong types and
     out-of-range values raise ConfigError naming `source` and the key."""
@@ -339,7 +346,7 @@ def config_from_dict(raw: dict, overrides: list[str] = (), source: str = "config
     return cfg
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
     """Read a YAML/JSON config file (or none: defaults) and apply `--set` overrides."""
     if path is None:
         return config_from_dict({}, overrides, source="--set")

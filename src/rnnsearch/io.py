@@ -5,9 +5,8 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
-
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -87,3 +86,19 @@ def read_lines(path: str | Path) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def check_aligned(*named: tuple[str, list[str]]) -> None:
+    """A DataError naming both files when line-aligned texts have different line counts."""
+    (first, lines), *rest = named
+    for name, other in rest:
+        if len(other) != len(lines):
+            raise DataError(f"{first} ({len(lines)} lines) and {name} ({len(other)} lines) "
+                            "have different line counts")
+
+
+def read_aligned(*paths: str | Path) -> list[list[str]]:
+    """The lines of files that must correspond line by line (source and reference, ...)."""
+    texts = [read_lines(p) for p in paths]
+    check_aligned(*zip(map(str, paths), texts))
+    return texts

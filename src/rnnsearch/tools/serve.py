@@ -16,11 +16,14 @@ equal those of ``rnnsearch translate``. No endpoint reads or writes a file named
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger("rnnsearch")
 
@@ -68,7 +71,8 @@ def _sentence(value, name: str, limits: Limits) -> str:
     if not value.strip():
         raise RequestError(422, f"{name} is empty", name)
     if len(value) > limits.max_chars:
-        raise RequestError(422, f"{name} has {len(value):,} characters; the limit is {limits.max_chars:,}", name)
+        raise RequestError(422, f"{name} has {len(value):,} characters; the limit is {limits.max_chars:,}",
+                           name)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -184,8 +188,10 @@ class Batcher:
                 texts = [t for j in live for t in j.query.texts]
                 try:
                     results = await loop.run_in_executor(
-                        self.executor, lambda: self.translate(texts, beam=beam, n_best=n_best, attention=attention,
-                                                              batch_size=self.limits.max_batch)) if texts else []
+                        self.executor,
+                        functools.partial(self.translate, texts, beam=beam, n_best=n_best,
+                                          attention=attention, batch_size=self.limits.max_batch),
+                    ) if texts else []
                     self.batches += 1
                 except Exception as e:  # noqa: BLE001 — one bad batch must not stop the server
                     log.exception("decoding failed")
@@ -212,28 +218,23 @@ def _translation_json(result, query: Query) -> dict:
     return out
 
 
-def create_app(translator, limits: Limits | None = None, beam: int | None = None, lang: str = "en"):
-    """The Starlette application around a loaded ``Translator``."""
-    from contextlib import asynccontextmanager
+def _error(status: int, message: str, field: str | None = None, headers: dict | None = None):
+    """A JSON error response: the message and the request field at fault (or null)."""
+    from starlette.responses import JSONResponse
 
-    from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
-    from starlette.requests import ClientDisconnect
-    from starlette.responses import HTMLResponse, JSONResponse
-    from starlette.routing import Route
+    return JSONResponse({"error": message, "field": field}, status_code=status, headers=headers)
 
-    from .explorer import explorer_html
 
-    limits = limits or Limits()
-    default_beam = beam if beam is not None else translator.cfg.decode.beam
-    if not 1 <= default_beam <= limits.max_beam:
-        raise ValueError(f"beam must be from 1 to {limits.max_beam}, got {default_beam}")
-    batcher = Batcher(translator.translate, limits)
+def _font_text(translator) -> str:
+    """The CJK characters of both vocabularies, which the live page embeds a font subset for."""
     vocab_text = "".join(translator.tgt_tok.pieces(range(len(translator.tgt_tok))))
     vocab_text += "".join(translator.src_tok.pieces(range(len(translator.src_tok))))
-    cjk = "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
-    page = explorer_html([], lang=lang, live=True, font_text=cjk, default_beam=default_beam)
-    info = {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
+    return "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
+
+
+def _model_info(translator, default_beam: int, limits: Limits) -> dict:
+    """What GET /info reports: configuration, vocabulary sizes, parameters, decoding and limits."""
+    return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
             "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
                       "target": len(translator.tgt_tok)},
             "parameters": translator.model.num_parameters(), "device": str(translator.device),
@@ -241,35 +242,58 @@ def create_app(translator, limits: Limits | None = None, beam: int | None = None
                        "max_len_ratio": translator.cfg.decode.max_len_ratio},
             "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
 
-    def error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
-        return JSONResponse({"error": message, "field": field}, status_code=status, headers=headers)
+
+async def _read_body(request, limits: Limits):
+    """The request body as bytes, or an error response when it is over the limit or cut off.
+
+    Read with a cap, so a client without Content-Length cannot make the server buffer more.
+    """
+    from starlette.requests import ClientDisconnect
+
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body:
+        return _error(413, f"request body over {limits.max_body:,} bytes")
+    raw = bytearray()
+    try:
+        async for chunk in request.stream():  # read with a cap, also without Content-Length
+            raw += chunk
+            if len(raw) > limits.max_body:
+                return _error(413, f"request body over {limits.max_body:,} bytes")
+    except ClientDisconnect:
+        return _error(400, "client disconnected")
+    return bytes(raw)
+
+
+def _translate_handler(batcher: Batcher, limits: Limits, default_beam: int):
+    """The POST /translate handler: read and validate the body, queue it, answer its translations."""
+    from starlette.responses import JSONResponse
 
     async def translate(request):
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_body:
-            return error(413, f"request body over {limits.max_body:,} bytes")
-        raw = bytearray()
+        raw = await _read_body(request, limits)
+        if not isinstance(raw, bytes):
+            return raw
         try:
-            async for chunk in request.stream():  # read with a cap, also without Content-Length
-                raw += chunk
-                if len(raw) > limits.max_body:
-                    return error(413, f"request body over {limits.max_body:,} bytes")
-        except ClientDisconnect:
-            return error(400, "client disconnected")
-        try:
-            query = parse_request(bytes(raw), limits, default_beam)
+            query = parse_request(raw, limits, default_beam)
         except RequestError as e:
-            return error(e.status, e.message, e.field)
+            return _error(e.status, e.message, e.field)
         try:
             results = await batcher.submit(query)
         except QueueFull:
             retry = max(1, math.ceil(batcher.pending / max(limits.max_batch, 1) * 0.05))
-            return error(503, f"server busy: {batcher.pending} sentences queued (limit {limits.max_queue})",
-                         headers={"Retry-After": str(retry)})
+            return _error(503, f"server busy: {batcher.pending} sentences queued (limit {limits.max_queue})",
+                          headers={"Retry-After": str(retry)})
         items = [_translation_json(r, query) for r in results]
         body = {"translation": items[0]} if query.single else {}
         body["translations"] = items
         return JSONResponse(body)
+
+    return translate
+
+
+def _page_routes(batcher: Batcher, info: dict, page: str) -> list:
+    """The GET routes: /health (liveness and queue), /info (the model) and / (the live explorer)."""
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
 
     async def health(request):
         return JSONResponse({"status": "ok", "queued_sentences": batcher.pending, "batches": batcher.batches})
@@ -280,12 +304,41 @@ def create_app(translator, limits: Limits | None = None, beam: int | None = None
     async def index(request):
         return HTMLResponse(page)
 
+    return [Route("/health", health), Route("/info", get_info), Route("/", index)]
+
+
+def _exception_handlers() -> dict[type[Exception], Callable[..., Any]]:
+    """JSON answers for HTTP errors (404, 405) and for any exception a handler lets through."""
+    from starlette.exceptions import HTTPException
+
     async def http_error(request, exc: HTTPException):
-        return error(exc.status_code, exc.detail)
+        return _error(exc.status_code, exc.detail)
 
     async def server_error(request, exc: Exception):
         log.exception("request failed")
-        return error(500, f"internal error: {type(exc).__name__}")
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+    # Starlette's stub types every handler as taking a bare Exception, though it dispatches by class
+    return {HTTPException: http_error, Exception: server_error}
+
+
+def create_app(translator, limits: Limits | None = None, beam: int | None = None, lang: str = "en"):
+    """The Starlette application around a loaded ``Translator``."""
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from rnnsearch.tools.explorer import explorer_html
+
+    limits = limits or Limits()
+    default_beam = beam if beam is not None else translator.cfg.decode.beam
+    if not 1 <= default_beam <= limits.max_beam:
+        raise ValueError(f"beam must be from 1 to {limits.max_beam}, got {default_beam}")
+    batcher = Batcher(translator.translate, limits)
+    page = explorer_html([], lang=lang, live=True, font_text=_font_text(translator),
+                         default_beam=default_beam)
+    info = _model_info(translator, default_beam, limits)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -293,22 +346,21 @@ def create_app(translator, limits: Limits | None = None, beam: int | None = None
         yield
         await batcher.stop()
 
-    app = Starlette(routes=[Route("/translate", translate, methods=["POST"]), Route("/health", health),
-                            Route("/info", get_info), Route("/", index)],
-                    exception_handlers={HTTPException: http_error, Exception: server_error}, lifespan=lifespan)
+    routes = [Route("/translate", _translate_handler(batcher, limits, default_beam), methods=["POST"]),
+              *_page_routes(batcher, info, page)]
+    app = Starlette(routes=routes, exception_handlers=_exception_handlers(), lifespan=lifespan)
     app.state.batcher = batcher
     return app
-
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
           device: str = "auto", limits: Limits | None = None, lang: str = "en") -> None:
     try:
         import uvicorn
     except ImportError:
-        from .io import DataError
+        from rnnsearch.io import DataError
 
         raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
-    from .translate import load
+    from rnnsearch.engine.translate import load
 
     translator = load(model_dir, device=device)
     app = create_app(translator, limits, beam, lang)

@@ -20,11 +20,13 @@ import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Optional
 
-from .config import apply_overrides, config_from_dict, merge_dicts
-from .evaluate import bleu_by_length, score_corpus
-from .io import DataError, atomic_write_text, read_lines
+from rnnsearch.config import apply_overrides, config_from_dict, merge_dicts
+from rnnsearch.engine.evaluate import bleu_by_length, score_corpus
+from rnnsearch.io import DataError, atomic_write_text, read_lines
 
 log = logging.getLogger("rnnsearch")
 
@@ -40,10 +42,12 @@ def _systems(name: str) -> dict[str, dict]:
     definitions and share one trained model.
     """
     def system(arch: str, max_len: int = 50, reverse: bool = False, score: str = "additive") -> dict:
-        return {"model": {"arch": arch, "score": score}, "data": {"max_len": max_len, "reverse_source": reverse}}
+        return {"model": {"arch": arch, "score": score},
+                "data": {"max_len": max_len, "reverse_source": reverse}}
 
     if name == "length-curve":
-        return {f"{arch}-{n}": system(arch.lower(), max_len=n) for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
+        return {f"{arch}-{n}": system(arch.lower(), max_len=n)
+                for arch in ("RNNencdec", "RNNsearch") for n in (30, 50)}
     if name == "reverse":
         return {f"{arch}{' reversed' if rev else ''}": system(arch.lower(), reverse=rev)
                 for arch in ("RNNencdec", "RNNsearch") for rev in (False, True)}
@@ -68,13 +72,14 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
     """Write/locate train, valid and test files; returns their paths."""
     d = out / "data"
     if corpus == "synthetic":
-        from .democorpus import generate
+        from rnnsearch.tools.democorpus import generate
 
-        paths = {k: str(d / k) for k in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt")}
+        paths = {k: str(d / k)
+                 for k in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt")}
         if not (d / "test.tgt").exists():
             test = generate(test_sentences, seed=seed + 2, min_clauses=1, max_clauses=max_clauses)
-            valid = generate(max(10, test_sentences // 5), seed=seed + 1, min_clauses=1, max_clauses=max_clauses,
-                             exclude={" ".join(p.src) for p in test})
+            valid = generate(max(10, test_sentences // 5), seed=seed + 1, min_clauses=1,
+                             max_clauses=max_clauses, exclude={" ".join(p.src) for p in test})
             train = generate(train_sentences, seed=seed, min_clauses=1, max_clauses=max_clauses,
                              exclude={" ".join(p.src) for p in test + valid})
             for split, pairs in (("train", train), ("valid", valid), ("test", test)):
@@ -85,14 +90,15 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
         root = data_root / "europarl_it_en"
         names = {"train": "train", "valid": "valid", "test": "test"}
         src_lang, tgt_lang = "it", "en"
-        v7 = data_root / "europarl_v7_it_en"  # what `rnnsearch data get europarl-it-en` writes: one file a side
-        fetch = (f"rnnsearch data get europarl-it-en --dir {data_root} && rnnsearch data split --files "
-                 f"{v7}/all.it.gz {v7}/all.en.gz --dir {root}")
+        # what `rnnsearch data get europarl-it-en` writes: one file a side
+        v7 = data_root / "europarl_v7_it_en"
+        fetch: Optional[str] = (f"rnnsearch data get europarl-it-en --dir {data_root} && "
+                                f"rnnsearch data split --files {v7}/all.it.gz {v7}/all.en.gz --dir {root}")
     else:
         root = data_root / "multi30k"
         names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
         src_lang, tgt_lang = "de", "en"
-        from .corpora import fetch_hint
+        from rnnsearch.tools.corpora import fetch_hint
 
         fetch = fetch_hint(root / "train.de.gz")
     if not root.exists():
@@ -114,8 +120,10 @@ def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed:
 def _subsample(paths: dict, split: str, n: int, seed: int, d: Path, corpus: str) -> None:
     import random
 
-    targets = {side: d / f"{split}-{n}-seed{seed}.{side}" for side in ("src", "tgt")}  # a new sample, new models
-    if not all(t.exists() for t in targets.values()):  # an earlier run wrote it: no need to read the corpus again
+    # a new sample, new models
+    targets = {side: d / f"{split}-{n}-seed{seed}.{side}" for side in ("src", "tgt")}
+    # an earlier run wrote it: no need to read the corpus again
+    if not all(t.exists() for t in targets.values()):
         src, tgt = read_lines(paths[f"{split}.src"]), read_lines(paths[f"{split}.tgt"])
         if n >= len(src):
             return
@@ -131,12 +139,14 @@ def _base(corpus: str, paths: dict, minutes: float, steps: int, seed: int) -> di
     # a step budget replaces the minutes (max_steps only appears then: older pools keep their names)
     budget = {"max_minutes": 0.0, "max_steps": steps} if steps else {"max_minutes": minutes}
     return {
-        "data": {"train_src": paths["train.src"], "train_tgt": paths["train.tgt"], "valid_src": paths["valid.src"],
-                 "valid_tgt": paths["valid.tgt"], "max_len": 80, "valid_bleu_sentences": 200},
+        "data": {"train_src": paths["train.src"], "train_tgt": paths["train.tgt"],
+                 "valid_src": paths["valid.src"], "valid_tgt": paths["valid.tgt"],
+                 "max_len": 80, "valid_bleu_sentences": 200},
         "vocab": {"kind": "word" if word else "bpe", "size": 1000 if word else 8000},
         "model": dict(SIZE, dropout_emb=0.2, dropout_hidden=0.2, dropout_readout=0.2),
-        "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket", "max_epochs": 1000,
-                  **budget, "valid_every": 0 if word else 400, "seed": seed, "progress": False},
+        "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket",
+                  "max_epochs": 1000, **budget, "valid_every": 0 if word else 400, "seed": seed,
+                  "progress": False},
         "decode": {"beam": 5},
     }
 
@@ -146,10 +156,63 @@ def _mean_entropy(weights: list) -> float:
     return sum(-sum(p * math.log(p) for p in row if p > 0) for row in rows) / max(len(rows), 1)
 
 
-def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, out_dir: str | Path | None = None,
-                   data_root: str | Path = "data", train_sentences: int = 30000, seed: int = 1,
-                   buckets=(10, 20, 30, 40, 50, 60), test_sentences: int = 1000, max_clauses: int = 5,
-                   overrides: list[str] = (), steps: int = 0) -> dict:
+def _training_log(model_dir: Path) -> dict:
+    """Training speed, steps and the validation curve, read from the model's log.jsonl."""
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    train_recs = [r for r in records if r.get("kind") == "train"]
+    return {
+        "train_tok_per_s": round(sum(r["tok_per_s"] for r in train_recs) / max(len(train_recs), 1), 1),
+        "train_steps": max((r["step"] for r in records if "step" in r), default=0),
+        "curve": [{"step": r["step"], "valid_bleu": r.get("valid_bleu"), "valid_loss": r["valid_loss"]}
+                  for r in records if "valid_loss" in r],
+    }
+
+
+def _run_system(name: str, label: str, raw: dict, model_dir: Path, src: list[str], ref: list[str],
+                buckets) -> dict:
+    """Train one system (or reuse/resume its pool model), then score it; returns its results entry."""
+    from rnnsearch.engine.checkpoint import read_config
+    from rnnsearch.engine.train import train
+    from rnnsearch.engine.translate import load
+
+    cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
+    started = time.time()
+    if not (model_dir / "DONE").exists():
+        train(cfg, resume=(model_dir / "train_state.safetensors").exists())
+    model = load(model_dir, device="cpu")
+    begin = time.time()
+    hyps = [t.text for t in model.translate(src, beam=5, attention=False)]
+    decode_s = time.time() - begin
+    entry = {"label": label, "model_dir": str(model_dir), "config": read_config(model_dir).to_dict(),
+             **{k: v for k, v in score_corpus(hyps, ref).items()
+                if k in ("bleu", "chrf", "bleu_signature")},
+             "by_length": bleu_by_length(src, hyps, ref, buckets),
+             "decode_sent_per_s": round(len(src) / decode_s, 1),
+             "trained_seconds_this_run": round(begin - started, 1)}
+    entry.update(_training_log(model_dir))
+    if model.cfg.model.arch == "rnnsearch":
+        entry["attention_entropy"] = round(_mean_entropy(model.force(src[:200], ref[:200])), 4)
+    return entry
+
+
+def _write_results(results: dict, out: Path) -> None:
+    """Write results.json, results.md, by_length.png and training_curves.png into `out`."""
+    from rnnsearch.tools.plotting import plot_length_curves, plot_training_curves
+
+    name, corpus = results["experiment"], results["corpus"]
+    atomic_write_text(out / "results.json", json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out / "results.md", results_markdown(results))
+    plot_length_curves({s["label"]: s["by_length"] for s in results["systems"]}, out / "by_length.png",
+                       title=f"{name} on {corpus}: BLEU by source length")
+    plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png",
+                         budget=budget_text(results))
+
+
+def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
+                   out_dir: str | Path | None = None, data_root: str | Path = "data",
+                   train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
+                   test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
+                   steps: int = 0) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
@@ -158,59 +221,29 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0, o
     Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
     every model that many training steps instead of `minutes` of wall clock.
     """
-    from .checkpoint import read_config
-    from .plotting import plot_length_curves, plot_training_curves
-    from .train import train
-    from .translate import load
-
     if name not in NAMES:
         raise DataError(f"unknown experiment {name!r} (choose from {', '.join(NAMES)})")
     if steps < 0 or (not steps and minutes <= 0):
         raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps})")
     root = Path(out_dir or f"experiments/{corpus}")
-    out = root / name
     paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
     base = apply_overrides(_base(corpus, paths, minutes, steps, seed), list(overrides))
     config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training
-    results = {"experiment": name, "corpus": corpus, "seed": seed,
-               **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
-               "overrides": list(overrides),
-               "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
+    results: dict[str, Any] = {
+        "experiment": name, "corpus": corpus, "seed": seed,
+        **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
+        "overrides": list(overrides),
+        "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
     for label, system in _systems(name).items():
         raw = merge_dicts(base, system)
         model_dir = root / "models" / _model_name(raw)
         raw["model_dir"] = str(model_dir)
-        cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
-        started = time.time()
-        if not (model_dir / "DONE").exists():
-            train(cfg, resume=(model_dir / "train_state.safetensors").exists())
-        model = load(model_dir, device="cpu")
-        begin = time.time()
-        hyps = [t.text for t in model.translate(src, beam=5, attention=False)]
-        decode_s = time.time() - begin
-        entry = {"label": label, "model_dir": str(model_dir), "config": read_config(model_dir).to_dict(),
-                 **{k: v for k, v in score_corpus(hyps, ref).items() if k in ("bleu", "chrf", "bleu_signature")},
-                 "by_length": bleu_by_length(src, hyps, ref, buckets), "decode_sent_per_s": round(len(src) / decode_s, 1),
-                 "trained_seconds_this_run": round(begin - started, 1)}
-        records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
-        train_recs = [r for r in records if r.get("kind") == "train"]
-        entry["train_tok_per_s"] = round(sum(r["tok_per_s"] for r in train_recs) / max(len(train_recs), 1), 1)
-        entry["train_steps"] = max((r["step"] for r in records if "step" in r), default=0)
-        entry["curve"] = [{"step": r["step"], "valid_bleu": r.get("valid_bleu"), "valid_loss": r["valid_loss"]}
-                          for r in records if "valid_loss" in r]
-        if model.cfg.model.arch == "rnnsearch":
-            entry["attention_entropy"] = round(_mean_entropy(model.force(src[:200], ref[:200])), 4)
+        entry = _run_system(name, label, raw, model_dir, src, ref, buckets)
         results["systems"].append(entry)
         log.info("%s: BLEU %.2f", label, entry["bleu"])
-    atomic_write_text(out / "results.json", json.dumps(results, indent=1, ensure_ascii=False) + "\n")
-    atomic_write_text(out / "results.md", results_markdown(results))
-    plot_length_curves({s["label"]: s["by_length"] for s in results["systems"]}, out / "by_length.png",
-                       title=f"{name} on {corpus}: BLEU by source length")
-    plot_training_curves({s["label"]: s["curve"] for s in results["systems"]}, out / "training_curves.png",
-                         budget=budget_text(results))
+    _write_results(results, root / name)
     return results
-
 
 def budget_text(r: dict) -> str:
     """What every model of results `r` was given: "5000 training steps" or "3.0 minutes of training"."""
@@ -228,7 +261,8 @@ def results_markdown(r: dict) -> str:
     for s in r["systems"]:
         cells = [s["label"], f"{s['bleu']:.2f}", f"{s['chrf']:.2f}"]
         cells += ["–" if b["bleu"] is None else f"{b['bleu']:.1f} ({b['sentences']})" for b in s["by_length"]]
-        cells += [str(s.get("train_steps", "–")), f"{s['train_tok_per_s']:.0f}", f"{s['decode_sent_per_s']:.0f}"]
+        cells += [str(s.get("train_steps", "–")), f"{s['train_tok_per_s']:.0f}",
+                  f"{s['decode_sent_per_s']:.0f}"]
         if "attention entropy" in head:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")

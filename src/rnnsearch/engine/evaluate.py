@@ -6,7 +6,8 @@ import sacrebleu
 
 
 def score_corpus(hyps: list[str], refs: list[str], tokenize: str | None = None) -> dict:
-    """Corpus BLEU and chrF (cased). `tokenize` picks sacrebleu's tokenizer (default 13a; 'zh' for Chinese)."""
+    """Corpus BLEU and chrF (cased). `tokenize` picks sacrebleu's tokenizer (default 13a;
+    'zh' for Chinese)."""
     if not hyps:
         return {"bleu": None, "chrf": None}
     bleu = sacrebleu.metrics.BLEU(tokenize=tokenize) if tokenize else sacrebleu.metrics.BLEU()
@@ -42,38 +43,15 @@ def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str], edges=D
         entry = {"bucket": bucket_label(lo, hi), "lo": lo, "hi": hi, "sentences": len(idx), "bleu": None}
         if idx:
             bleu = sacrebleu.metrics.BLEU(tokenize=tokenize) if tokenize else sacrebleu.metrics.BLEU()
-            entry["bleu"] = round(bleu.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score, 2)
+            score = bleu.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]])
+            entry["bleu"] = round(score.score, 2)
         buckets.append(entry)
     return buckets
 
 
 def no_unk_subset(sources: list[str], refs: list[str], src_tok, tgt_tok) -> list[int]:
     """Sentences whose source and reference words are all in a word vocabulary (paper's "No UNK")."""
-    from .vocab import UNK
+    from rnnsearch.engine.vocab import UNK
 
     return [i for i, (s, r) in enumerate(zip(sources, refs))
             if UNK not in src_tok.encode(s) and UNK not in tgt_tok.encode(r)]
-
-
-def write_by_length(out_dir, systems: list[dict]) -> list[str]:
-    """by_length.csv, by_length.json and by_length.png (one curve per system) in out_dir."""
-    import csv
-    import io
-    import json
-    from pathlib import Path
-
-    from .io import atomic_write_text
-    from .plotting import plot_length_curves
-
-    out = Path(out_dir)
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["system", "bucket", "sentences", "bleu"])
-    for sys_ in systems:
-        for b in sys_["by_length"]:
-            w.writerow([sys_["label"], b["bucket"], b["sentences"], "" if b["bleu"] is None else b["bleu"]])
-    atomic_write_text(out / "by_length.csv", buf.getvalue())
-    atomic_write_text(out / "by_length.json", json.dumps(
-        [{"label": s["label"], "by_length": s["by_length"]} for s in systems], indent=1, ensure_ascii=False) + "\n")
-    plot_length_curves({s["label"]: s["by_length"] for s in systems}, out / "by_length.png")
-    return [str(out / n) for n in ("by_length.csv", "by_length.json", "by_length.png")]

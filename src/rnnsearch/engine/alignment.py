@@ -13,7 +13,7 @@ the possible gold links (S ⊆ P):
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 Links = set[tuple[int, int]]
 
@@ -134,10 +134,10 @@ def read_naacl(path, n_sentences: int) -> tuple[list[Links], list[Links]]:
 
     The P lines list only possible-not-sure links; possible is returned as S ∪ P.
     """
-    from .io import DataError, read_lines
+    from rnnsearch.io import DataError, read_lines
 
-    sure = [set() for _ in range(n_sentences)]
-    possible = [set() for _ in range(n_sentences)]
+    sure: list[Links] = [set() for _ in range(n_sentences)]
+    possible: list[Links] = [set() for _ in range(n_sentences)]
     for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if not parts:
@@ -157,7 +157,7 @@ def read_naacl(path, n_sentences: int) -> tuple[list[Links], list[Links]]:
 
 
 def read_pharaoh_file(path, n_sentences: int) -> tuple[list[Links], list[Links]]:
-    from .io import DataError, read_lines
+    from rnnsearch.io import DataError, read_lines
 
     lines = read_lines(path)
     if len(lines) != n_sentences:
@@ -171,3 +171,53 @@ def read_pharaoh_file(path, n_sentences: int) -> tuple[list[Links], list[Links]]
         sure.append(s)
         possible.append(p)
     return sure, possible
+
+
+def symmetrize(forward: Links, backward: Links, method: str = "grow-diag-final-and") -> Links:
+    """Combine one sentence's links from the two translation directions, both given as
+    (source word, target word) of the forward direction (flip the reverse model's own links).
+
+    ``intersection`` keeps the links both directions found (precise), ``union`` every link
+    either found (complete). ``grow-diag-final-and`` (Koehn, Och & Marcu 2003) starts from the
+    intersection and grows it: a link of the union next to one already kept (diagonals
+    included) is added while either of its words has no link yet, until nothing changes; then
+    a union link whose words both still have none is added ("final-and").
+    """
+    both, either = forward & backward, forward | backward
+    if method == "intersection":
+        return both
+    if method == "union":
+        return either
+    if method != "grow-diag-final-and":
+        raise ValueError(f"symmetrisation must be intersection, union or grow-diag-final-and, got {method!r}")
+    links = set(both)
+    src_linked, tgt_linked = {i for i, _ in links}, {j for _, j in links}
+
+    def add(link: tuple[int, int]) -> None:
+        links.add(link)
+        src_linked.add(link[0])
+        tgt_linked.add(link[1])
+
+    grown = True
+    while grown:
+        grown = False
+        for i, j in sorted(links):
+            for di, dj in _NEIGHBOURS:
+                new = (i + di, j + dj)
+                lonely = new[0] not in src_linked or new[1] not in tgt_linked
+                if new in either and new not in links and lonely:
+                    add(new)
+                    grown = True
+    for direction in (forward, backward):  # final-and
+        for i, j in sorted(direction - links):
+            if i not in src_linked and j not in tgt_linked:
+                add((i, j))
+    return links
+
+
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def flip(links: Links) -> Links:
+    """The links of the reverse direction's model, (its source, its target), as (target, source)."""
+    return {(j, i) for i, j in links}

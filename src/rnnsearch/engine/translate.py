@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Optional
 
 import torch
 
-from .checkpoint import load_model_dir
-from .data import iterate_sorted, normalize, pad
-from .search import search_stream
-from .vocab import PAD
+from rnnsearch.engine.checkpoint import load_model_dir
+from rnnsearch.engine.data import iterate_sorted, normalize, pad
+from rnnsearch.engine.distributed import resolve_device
+from rnnsearch.engine.vocab import PAD
+from rnnsearch.nn.search import SearchOptions, search_stream
 
 
 @dataclass
@@ -38,13 +40,8 @@ class Translation:
         return {"source": self.source_tokens, "target": self.tokens + ["</s>"], "weights": self.attention}
 
 
-def resolve_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-MAX_ATTENTION_CELLS = 4_000_000  # target rows x source columns kept per sentence (dense JSON beyond is useless)
+# target rows x source columns kept per sentence (dense JSON beyond is useless)
+MAX_ATTENTION_CELLS = 4_000_000
 log = logging.getLogger("rnnsearch")
 
 
@@ -73,14 +70,15 @@ class Translator:
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
                   batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
-                  early_stop: Optional[bool] = None) -> list[Translation] | list[list[Translation]]:
+                  early_stop: Optional[bool] = None) -> list[Any]:
         """Translate sentences; an empty sentence gives an empty translation.
 
-        Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence.
+        Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence
+        (typed ``list[Any]`` for that reason).
         A source longer than ``decode.max_source_len`` tokens is translated in consecutive
         pieces of that length and the pieces joined (its attention is then block-diagonal),
         so no input can stall the decoder and every line gets a translation. `early_stop`: see
-        :func:`rnnsearch.search.beam_search` (default: only where it cannot change the result).
+        :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
         """
         d = self.cfg.decode
         beam = d.beam if beam is None else beam
@@ -100,9 +98,9 @@ class Translator:
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            hyps = self._decode(pieces, beam, n_best, d.alpha if alpha is None else alpha,
-                                max_len_ratio or d.max_len_ratio, batch_size or d.batch_size, attention,
-                                early_stop)
+            options = SearchOptions(beam, d.alpha if alpha is None else alpha,
+                                    max_len_ratio or d.max_len_ratio, n_best, attention, early_stop)
+            hyps = self._decode(pieces, options, batch_size or d.batch_size)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
                                          for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -113,8 +111,7 @@ class Translator:
                       for rank in range(n_best)]
         return [o[0] for o in out] if n_best == 1 else out
 
-    def _decode(self, pieces: list[list[int]], beam: int, n_best: int, alpha: float, ratio: float,
-                batch_size: int, attention: bool, early_stop: Optional[bool]) -> list:
+    def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
@@ -129,8 +126,7 @@ class Translator:
                 yield src, src != PAD
 
         hyps: list = [None] * len(pieces)
-        for k, nbest in search_stream(self.model, chunks(), beam, alpha, ratio, n_best, attention, batch_size,
-                                      early_stop):
+        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size):
             hyps[order[k]] = nbest
         return hyps
 
@@ -158,13 +154,14 @@ class Translator:
                            self.src_tok.pieces(src_ids), weights)
 
     @torch.no_grad()
-    def force(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[Optional[list[list[float]]]]:
+    def force(self, sources: list[str], targets: list[str],
+              batch_size: int = 64) -> list[Optional[list[list[float]]]]:
         """Attention under teacher forcing on given translations (for alignment scoring).
 
         Returns per pair the weights, one row per target token plus </s>, columns in the
         source's reading order (also with reverse_source); None for RNNencdec.
         """
-        from .data import Example, collate
+        from rnnsearch.engine.data import Example, collate
 
         self.model.eval()
         rev = self.cfg.data.reverse_source
@@ -195,7 +192,7 @@ def load(model_dir: str | Path, device: str = "auto") -> Translator:
 
 
 def write_attention_jsonl(path: str | Path, translations: list[Translation]) -> None:
-    from .io import atomic_write_text
+    from rnnsearch.io import atomic_write_text
 
     lines = [json.dumps(t.attention_json(), ensure_ascii=False) for t in translations]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))

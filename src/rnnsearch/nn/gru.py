@@ -20,7 +20,7 @@ on a CPU) instead of a Python time loop: see :func:`fused_run`.
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 from torch import nn
@@ -40,7 +40,7 @@ class GRU(nn.Module):
         self.W = nn.Linear(input_size, 3 * hidden)
         self.U = nn.Linear(hidden, 3 * hidden, bias=self.reset_after)
 
-    def recurrent(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def recurrent(self) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """U split for one time loop: [U_r; U_z]ᵀ (n, 2n) and Uᵀ (n, n) (with the cudnn form,
         all of Uᵀ (n, 3n) and nothing). Taken once per sequence, not once per step: the
         backward of a slice taken inside the loop would zero-fill a full-size gradient every step."""
@@ -51,21 +51,13 @@ class GRU(nn.Module):
         return u_rz.t(), u_h.t()
 
     def cell(self, x_proj: torch.Tensor, h: torch.Tensor,
-             recurrent: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+             recurrent: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = None) -> torch.Tensor:
         """One step. x_proj: (batch, 3*hidden) = W x_i + b; h: (batch, hidden) -> h_i.
 
         `recurrent` is :meth:`recurrent`, passed in by loops that take it once."""
-        n = self.hidden
         u_rz, u_h = self.recurrent() if recurrent is None else recurrent
-        x_rz, x_h = x_proj.split([2 * n, n], -1)
-        if self.reset_after:  # here recurrent() gave all of Uᵀ: one product, split after
-            hu_rz, hu_h = torch.addmm(self.U.bias, h, u_rz).split([2 * n, n], -1)
-            r, z = torch.sigmoid(x_rz + hu_rz).chunk(2, -1)
-            cand = torch.tanh(x_h + r * hu_h)
-        else:
-            r, z = torch.sigmoid(torch.addmm(x_rz, h, u_rz)).chunk(2, -1)
-            cand = torch.tanh(torch.addmm(x_h, r * h, u_h))
-        return h + z * (cand - h)  # = (1 - z) ∘ h + z ∘ h̃
+        x_rz, x_h = x_proj.split([2 * self.hidden, self.hidden], -1)
+        return gru_step(x_rz, x_h, h, u_rz, u_h, self.U.bias)
 
     def run(self, x_proj: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
             reverse: bool = False, state_dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,6 +74,7 @@ class GRU(nn.Module):
         words is noisy and each state leans on its own word.
         """
         steps = range(x_proj.size(1) - 1, -1, -1) if reverse else range(x_proj.size(1))
+        out: list[Optional[torch.Tensor]]
         h, out = h0, [None] * x_proj.size(1)
         xs, keep = x_proj.unbind(1), mask.unsqueeze(-1).unbind(1)  # views; cheap backward
         drop = None
@@ -92,7 +85,33 @@ class GRU(nn.Module):
             h_in = h if drop is None else h * drop
             h = torch.where(keep[t], self.cell(xs[t], h_in, recurrent), h)
             out[t] = h
-        return torch.stack(out, 1), h
+        # every step above filled its slot: no None is left
+        return torch.stack(cast("list[torch.Tensor]", out), 1), h
+
+
+def gru_step(x_rz: torch.Tensor, x_h: torch.Tensor, h: torch.Tensor, u_rz: torch.Tensor,
+             u_h: Optional[torch.Tensor], b_u: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The GRU step every path takes (one direction, or both stacked), the input side given.
+
+    x_rz, x_h: W x_i + b split into its [r, z] and h̃ parts; h: the previous state, (batch, n),
+    or (directions, batch, n) with the recurrent weights stacked the same way. The paper form
+    takes u_rz = [U_r; U_z]ᵀ and u_h = Uᵀ; the cudnn form (u_h None) takes all of Uᵀ as u_rz and
+    its bias b_u, and applies the reset gate after the product.
+    """
+    n = h.size(-1)
+    if u_h is None:  # cudnn form: one product, split after
+        hu_rz, hu_h = _affine(b_u, h, u_rz).split([2 * n, n], -1)
+        r, z = torch.sigmoid(x_rz + hu_rz).chunk(2, -1)
+        cand = torch.tanh(x_h + r * hu_h)
+    else:
+        r, z = torch.sigmoid(_affine(x_rz, h, u_rz)).chunk(2, -1)
+        cand = torch.tanh(_affine(x_h, r * h, u_h))
+    return h + z * (cand - h)  # = (1 - z) ∘ h + z ∘ h̃
+
+
+def _affine(bias, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """bias + h w in one fused product: addmm for one direction, baddbmm for stacked ones."""
+    return torch.baddbmm(bias, h, w) if h.dim() == 3 else torch.addmm(bias, h, w)
 
 
 def init_paper_(module: nn.Module) -> None:
@@ -165,10 +184,12 @@ def can_fuse(gru: GRU, mask: torch.Tensor, state_dropout: float = 0.0) -> bool:
     if not gru.reset_after or (state_dropout > 0 and gru.training) or mask.size(1) == 0:
         return False
     lengths = mask.sum(1)
-    return bool(lengths.min() > 0) and bool((mask == (torch.arange(mask.size(1), device=mask.device) < lengths[:, None])).all())
+    return bool(lengths.min() > 0) and bool(
+        (mask == (torch.arange(mask.size(1), device=mask.device) < lengths[:, None])).all())
 
 
-def fused_run(grus: list[GRU], x: torch.Tensor, mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def fused_run(grus: list[GRU], x: torch.Tensor,
+              mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """One GRU (forward) or two (forward, backward) of the cudnn form over x (batch, len, input)
     in torch's fused kernel, on packed sequences so each sentence stops at its own last word.
 
@@ -221,6 +242,7 @@ def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
     U = torch.stack([fwd.U.weight, bwd.U.weight]).transpose(1, 2)  # (2, n, 3n)
     # split once, outside the loop (a slice's backward inside it would zero-fill every step)
     x_rz, x_h = xs.split([2 * n, n], -1)
+    bias, U_rz, U_h = None, U, None  # the cudnn form: all of U and its bias
     if fwd.reset_after:
         bias = torch.stack([fwd.U.bias, bwd.U.bias]).unsqueeze(1)
     else:
@@ -232,14 +254,7 @@ def run_bidirectional(fwd: GRU, bwd: GRU, x: torch.Tensor, mask: torch.Tensor,
     out = []
     for xt_rz, xt_h, keep_t in zip(x_rz.unbind(2), x_h.unbind(2), keep.unbind(2)):  # views; cheap backward
         h_in = h if drop is None else h * drop
-        if fwd.reset_after:
-            hu_rz, hu_h = torch.baddbmm(bias, h_in, U).split([2 * n, n], -1)
-            r, z = torch.sigmoid(xt_rz + hu_rz).chunk(2, -1)
-            cand = torch.tanh(xt_h + r * hu_h)
-        else:
-            r, z = torch.sigmoid(torch.baddbmm(xt_rz, h_in, U_rz)).chunk(2, -1)
-            cand = torch.tanh(torch.baddbmm(xt_h, r * h_in, U_h))
-        h = torch.where(keep_t, h_in + z * (cand - h_in), h)
+        h = torch.where(keep_t, gru_step(xt_rz, xt_h, h_in, U_rz, U_h, bias), h)
         out.append(h)
     states = torch.stack(out, 2)  # (2, B, S, n)
     return states[0], states[1].flip(1)

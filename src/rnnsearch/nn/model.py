@@ -13,17 +13,21 @@ Shapes: batch B, source length S, target length T, hidden n, embedding m.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Attention, at_least_fp32
-from .config import ModelConfig
-from .gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
-from .vocab import PAD
+from rnnsearch.config import ModelConfig
+from rnnsearch.nn.attention import Attention, at_least_fp32
+from rnnsearch.nn.gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
+
+# The ids every tokeniser reserves (engine/vocab.py builds its vocabularies around them), so
+# the model never needs to know which tokeniser it is fed.
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
 @dataclass
@@ -43,13 +47,14 @@ class Encoded:
     src_mask: torch.Tensor
     state: torch.Tensor
 
-    def index_select(self, index: torch.Tensor) -> "Encoded":
+    def index_select(self, index: torch.Tensor) -> Encoded:
         """Rows `index` of every tensor (to expand sentences into beams)."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
+        # src_mask and state are never None, so neither is what pick makes of them
         return Encoded(pick(self.annotations), pick(self.keys), pick(self.context),
-                       pick(self.src_mask), pick(self.state))
+                       cast(torch.Tensor, pick(self.src_mask)), cast(torch.Tensor, pick(self.state)))
 
-    def cat(self, other: "Encoded") -> "Encoded":
+    def cat(self, other: Encoded) -> Encoded:
         """Rows of self, then rows of other; the shorter source side padded (masked out) to the longer."""
         width = max(self.src_mask.size(1), other.src_mask.size(1))
 
@@ -78,7 +83,7 @@ class RNNsearch(nn.Module):
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
         self.cfg = cfg
-        m, n, l = cfg.emb, cfg.hidden, cfg.maxout
+        m, n, maxout = cfg.emb, cfg.hidden, cfg.maxout
         ctx = self.context_size
         self.src_emb = nn.Embedding(src_vocab, m, padding_idx=PAD)
         self.tgt_emb = nn.Embedding(tgt_vocab, m, padding_idx=PAD)
@@ -87,14 +92,15 @@ class RNNsearch(nn.Module):
         self.decoder = GRU(m, n, cfg.gru)
         self.C = nn.Linear(ctx, 3 * n, bias=False)
         # Deep output (Appendix A.2.2): t̃_i = U_o s + V_o E y_{i-1} + C_o c_i, maxout, W_o.
-        self.U_o = nn.Linear(n, 2 * l)
-        self.V_o = nn.Linear(m, 2 * l, bias=False)
-        self.C_o = nn.Linear(ctx, 2 * l, bias=False)
-        self.W_o = nn.Linear(l, tgt_vocab)
+        self.U_o = nn.Linear(n, 2 * maxout)
+        self.V_o = nn.Linear(m, 2 * maxout, bias=False)
+        self.C_o = nn.Linear(ctx, 2 * maxout, bias=False)
+        self.W_o = nn.Linear(maxout, tgt_vocab)
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
-        self._compiled_step = None  # compile_step() sets it (train.compile)
+        # compile_step() sets it (train.compile)
+        self._compiled_step: Optional[Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = None
         init_weights_(self, cfg.init, cfg.init_scale)
         with torch.no_grad():  # keep <pad> rows zero after initialisation
             self.src_emb.weight[PAD].zero_()
@@ -174,6 +180,8 @@ class RNNsearch(nn.Module):
             if drop is not None:
                 s = s * drop
             if enc.context is None:
+                # RNNsearch: only RNNencdec leaves keys and annotations None
+                assert enc.keys is not None and enc.annotations is not None
                 s_new, c, alpha = time_step(x_i, s, enc.keys, enc.annotations, enc.src_mask, recurrent)
                 contexts.append(c)
                 alphas.append(alpha)
@@ -196,7 +204,8 @@ class RNNsearch(nn.Module):
         return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
 
     def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
-                   src_mask: torch.Tensor, recurrent: tuple) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   src_mask: torch.Tensor, recurrent: tuple[torch.Tensor, Optional[torch.Tensor]]
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One teacher-forced step of RNNsearch: c_i and α_i from s_{i-1}, then s_i from
         [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b, hoisted). Returns s_i, c_i, α_i."""
         c, alpha = self.attention(s, keys, annotations, src_mask)
@@ -209,7 +218,8 @@ class RNNsearch(nn.Module):
         share one compiled graph. `options` go to torch.compile (e.g. backend="aot_eager")."""
         self._compiled_step = torch.compile(self._time_step, dynamic=True, **options)
 
-    def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor, rows: Optional[torch.Tensor] = None):
+    def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor,
+             rows: Optional[torch.Tensor] = None):
         """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None.
 
         rows: the output layer (most of a step's cost) only for these rows; log p is then (len(rows), V).

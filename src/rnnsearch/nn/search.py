@@ -26,13 +26,25 @@ forced), so the result for a sentence does not depend on the batch it is decoded
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Optional
 
 import torch
 
-from .model import Encoded
-from .vocab import BOS, EOS, PAD
+from rnnsearch.nn.model import BOS, EOS, PAD, Encoded
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a search runs. `early_stop`: see :func:`beam_search`."""
+
+    beam: int = 5  # K: hypotheses kept per sentence (1: greedy)
+    alpha: float = 1.0  # rank by log-probability / length**alpha (0: raw log-probability)
+    max_len_ratio: float = 2.0  # a sentence's output ends by ratio * source length + 10 tokens
+    n_best: int = 1  # hypotheses returned per sentence, best first
+    with_attention: bool = True  # keep each hypothesis's attention rows
+    early_stop: Optional[bool] = None  # None: only where it cannot change the result (alpha 0)
 
 
 @dataclass
@@ -44,10 +56,12 @@ class Hypothesis:
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5, alpha: float = 1.0,
+def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, *, beam: int = 5, alpha: float = 1.0,
                 max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True,
-                batch_size: Optional[int] = None, early_stop: Optional[bool] = None) -> list[list[Hypothesis]]:
+                batch_size: Optional[int] = None,
+                early_stop: Optional[bool] = None) -> list[list[Hypothesis]]:
     """Decode a batch of sources; returns, per sentence, its `n_best` hypotheses best first.
+    The keyword arguments other than `batch_size` are those of :class:`SearchOptions`.
 
     src, src_mask: (B, S). The model must provide ``encode`` and ``step``. At most `batch_size`
     sentences (default: all B) decode at once, the next joining as others finish.
@@ -61,8 +75,9 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam: int = 5,
     """
     size = max(1, batch_size or src.size(0))
     chunks = (_trim(src[i:i + size], src_mask[i:i + size]) for i in range(0, src.size(0), size))
+    options = SearchOptions(beam, alpha, max_len_ratio, n_best, with_attention, early_stop)
     out: list = [None] * src.size(0)
-    for k, hyps in search_stream(model, chunks, beam, alpha, max_len_ratio, n_best, with_attention, size, early_stop):
+    for k, hyps in search_stream(model, chunks, options, capacity=size):
         out[k] = hyps
     return out
 
@@ -74,25 +89,24 @@ def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attenti
 
 
 @torch.no_grad()
-def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], beam: int = 5, alpha: float = 1.0,
-                  max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True, capacity: int = 64,
-                  early_stop: Optional[bool] = None) -> Iterator[tuple[int, list[Hypothesis]]]:
+def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                  options: SearchOptions = SearchOptions(),
+                  capacity: int = 64) -> Iterator[tuple[int, list[Hypothesis]]]:
     """Beam search over a stream of source batches (src, src_mask), at most `capacity` sentences
     in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
     as sentences finish. Chunks are encoded when their sentences are first needed; feed them
-    sorted by length so that sentences decoding together have similar lengths. `early_stop`: see
-    :func:`beam_search`."""
-    K, neg_inf = beam, float("-inf")
-    early_stop = alpha == 0 if early_stop is None else early_stop
-    queue = _Queue(model, iter(chunks), K, max_len_ratio)
+    sorted by length so that sentences decoding together have similar lengths."""
+    K, alpha, n_best, neg_inf = options.beam, options.alpha, options.n_best, float("-inf")
+    early_stop = alpha == 0 if options.early_stop is None else options.early_stop
+    queue = _Queue(model, iter(chunks), K, options.max_len_ratio)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
         n = live.n
         scores, lengths, finished = live.scores, live.lengths, live.finished
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
-        growing = (~finished).nonzero().squeeze(1)
-        growing = None if growing.numel() == n * K else growing
+        unfinished = (~finished).nonzero().squeeze(1)
+        growing = None if unfinished.numel() == n * K else unfinished
         log_p, new_state, attn = model.step(live.enc, live.state, live.y, rows=growing)
         log_p = log_p.float()
         log_p[:, BOS] = neg_inf  # never generated
@@ -108,15 +122,18 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]], be
         single = at_limit | finished
         first_lp = torch.where(finished, 0.0, torch.where(at_limit, eos_lp, top_lp[:, 0]))
         first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
-        cand_lp = torch.cat([first_lp.unsqueeze(1), top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
+        cand_lp = torch.cat([first_lp.unsqueeze(1),
+                             top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
         cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
         cand = scores.unsqueeze(1) + cand_lp  # (n*K, K) total log-prob
         cand_len = (lengths + (~finished).long()).unsqueeze(1).float()
         ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
         top = ranked.view(n, K * K).topk(K, dim=1).indices
-        origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)  # which row each extends
+        # which row each extends
+        origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)
         live.advance(origin, cand_word.view(n, K * K).gather(1, top).view(-1),
-                     cand.view(n, K * K).gather(1, top).view(-1), new_state, attn if with_attention else None)
+                     cand.view(n, K * K).gather(1, top).view(-1), new_state,
+                     attn if options.with_attention else None)
         # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change; with
         # early_stop, one whose n_best first-ranked are (rows are in rank order) stops anyway.
         ended = (live.finished | (live.scores == neg_inf)).view(n, K)
@@ -158,14 +175,15 @@ class _Queue:
     def more(self) -> bool:
         return self.enc is not None
 
-    def take(self, count: int) -> "_Batch":
+    def take(self, count: int) -> _Batch:
         """Up to `count` sentences as a new batch."""
         parts = []
         while count > 0 and self.enc is not None:
             m = min(count, self.enc.src_mask.size(0) - self.used)
             rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
             parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.K)), self.K,
-                                      list(range(self.first + self.used, self.first + self.used + m)), self.ratio))
+                                      list(range(self.first + self.used, self.first + self.used + m)),
+                                      self.ratio))
             self.used += m
             count -= m
             self._load()
@@ -206,20 +224,25 @@ class _Batch:
         return self.base + self.seqs.size(1)
 
     @classmethod
-    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float) -> "_Batch":
+    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float) -> _Batch:
         """Newcomers: enc has K rows per sentence; only beam 0 is live, so the K copies do not
         pick the same words."""
         rows, device = enc.src_mask.size(0), enc.src_mask.device
         src_len = enc.src_mask.sum(1)
         scores = torch.full((rows // K, K), float("-inf"), device=device)
         scores[:, 0] = 0.0
-        return cls(K, enc, enc.state, torch.full((rows,), BOS, dtype=torch.long, device=device), scores.view(-1),
-                   torch.zeros(rows, dtype=torch.long, device=device), torch.zeros(rows, dtype=torch.bool, device=device),
-                   (src_len.float() * ratio).long() + 10, torch.empty(rows, 0, dtype=torch.long, device=device), None,
-                   ids, src_len[::K].tolist(), [0] * len(ids))
+        return cls(K, enc, enc.state,
+                   torch.full((rows,), BOS, dtype=torch.long, device=device),
+                   scores.view(-1),
+                   torch.zeros(rows, dtype=torch.long, device=device),
+                   torch.zeros(rows, dtype=torch.bool, device=device),
+                   (src_len.float() * ratio).long() + 10,
+                   torch.empty(rows, 0, dtype=torch.long, device=device),
+                   None, ids, src_len[::K].tolist(), [0] * len(ids))
 
-    def cat(self, newcomers: "_Batch") -> "_Batch":
-        """self's sentences, then `newcomers`, joining now (no history yet: their columns so far are <pad>)."""
+    def cat(self, newcomers: _Batch) -> _Batch:
+        """self's sentences, then `newcomers`, joining now (no history yet: their columns so far
+        are <pad>)."""
         rows, width = newcomers.seqs.size(0), self.seqs.size(1)
         enc = self.enc.cat(newcomers.enc)
         attn = None
@@ -227,7 +250,8 @@ class _Batch:
             attn = self.attn.new_zeros(self.attn.size(0) + rows, width, enc.src_mask.size(1))
             attn[: self.attn.size(0), :, : self.attn.size(2)] = self.attn
         per_row = {f: torch.cat([getattr(self, f), getattr(newcomers, f)]) for f in self._PER_ROW}
-        return _Batch(self.K, enc, **per_row, seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
+        return _Batch(self.K, enc, **per_row,
+                      seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
                       attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
                       joined=self.joined + [self.now] * newcomers.n, base=self.base)
 
@@ -241,10 +265,12 @@ class _Batch:
         self.scores, self.y, self.state = scores, word, state.index_select(0, origin)
         if attn is not None:
             past = self.attn if self.attn is not None else attn.new_zeros(origin.numel(), 0, attn.size(1))
-            self.attn = torch.cat([past.index_select(0, origin), attn.index_select(0, origin).unsqueeze(1)], 1)
+            self.attn = torch.cat([past.index_select(0, origin),
+                                   attn.index_select(0, origin).unsqueeze(1)], 1)
         self.seqs = torch.cat([self.seqs.index_select(0, origin), word.unsqueeze(1)], 1)
 
-    def results(self, done: torch.Tensor, alpha: float, n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:
+    def results(self, done: torch.Tensor, alpha: float,
+                n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:
         """(stream position, n-best hypotheses) of the sentences flagged in `done`."""
         K = self.K
         which = done.nonzero().squeeze(1)
@@ -258,7 +284,8 @@ class _Batch:
         best = rows.index_select(0, picked)
         seqs = self.seqs.index_select(0, best).tolist()
         attn = self.attn.index_select(0, best) if self.attn is not None else None
-        norm, scores = norm.index_select(0, picked).tolist(), scores.index_select(0, picked).tolist()
+        hyp_scores = norm.index_select(0, picked).tolist()
+        hyp_log_probs = scores.index_select(0, picked).tolist()
         for j, s in enumerate(which.tolist()):
             hyps = []
             for r in range(j * n_best, (j + 1) * n_best):
@@ -267,10 +294,10 @@ class _Batch:
                 rows_attn = attn[r, steps, : self.src_len[s]].tolist() if attn is not None else None
                 if toks and toks[-1] == EOS:
                     toks = toks[:-1]
-                hyps.append(Hypothesis(toks, norm[r], scores[r], rows_attn))
+                hyps.append(Hypothesis(toks, hyp_scores[r], hyp_log_probs[r], rows_attn))
             yield self.ids[s], hyps
 
-    def keep(self, sentences: torch.Tensor) -> "_Batch":
+    def keep(self, sentences: torch.Tensor) -> _Batch:
         """The batch without the sentences not flagged in `sentences`; history before the
         earliest remaining sentence joined is dropped."""
         rows = sentences.repeat_interleave(self.K).nonzero().squeeze(1)
@@ -280,6 +307,7 @@ class _Batch:
         base = min(joined, default=self.now)
         cut = base - self.base
         per_row = {f: getattr(self, f).index_select(0, rows) for f in self._PER_ROW}
-        return _Batch(self.K, self.enc.index_select(rows), **per_row, seqs=self.seqs.index_select(0, rows)[:, cut:],
+        return _Batch(self.K, self.enc.index_select(rows), **per_row,
+                      seqs=self.seqs.index_select(0, rows)[:, cut:],
                       attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
                       ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base)

@@ -42,8 +42,9 @@ SUBJECTS = [
     (["the", "doctor"], ["医生"]), (["my", "teacher"], ["我", "的", "老师"]),
     (["the", "student"], ["学生"]), (["our", "neighbour"], ["我们", "的", "邻居"]),
 ]
-PLACES = [("park", "公园", "in"), ("home", "家", "at"), ("school", "学校", "at"), ("library", "图书馆", "in"),
-          ("station", "车站", "at"), ("shop", "商店", "in"), ("garden", "花园", "in"), ("office", "办公室", "in")]
+PLACES = [("park", "公园", "in"), ("home", "家", "at"), ("school", "学校", "at"),
+          ("library", "图书馆", "in"), ("station", "车站", "at"), ("shop", "商店", "in"),
+          ("garden", "花园", "in"), ("office", "办公室", "in")]
 # Time phrases compose: yesterday [part of day]; this [part of day] (今天); this/last week/month.
 DAY_PARTS = [("morning", "早上"), ("afternoon", "下午"), ("evening", "晚上")]
 PERIODS = [("week", "星期"), ("month", "月")]
@@ -111,7 +112,7 @@ class Clause:
     time: tuple | None  # (kind, first, second) see _time_words
 
 
-def _time_words(time: tuple) -> tuple[list[str], list[tuple[str, str]]]:
+def _time_words(time: tuple) -> tuple[list[str], list[tuple[str, str, list[int]]]]:
     """English words and the Chinese (word, role) sequence of a time phrase, with links.
 
     Returns (english, chinese) where chinese items are (word, "content"|"function", src offsets...).
@@ -150,8 +151,22 @@ def random_clause(rng: random.Random) -> Clause:
     return Clause(subject, verb, number, adjective, noun, place, time)
 
 
-def _add_clause(b: _Builder, c: Clause) -> None:
-    # English: S V O [PLACE] [TIME]
+@dataclass
+class _Spans:
+    """Where each part of a clause landed in the English sentence, for linking the Chinese to it."""
+
+    subject: list[int]
+    verb: int
+    number: int
+    adjective: int | None
+    noun: list[int]  # "cups of tea": cups, of, tea
+    place: tuple[int, int | None, int] | None  # (preposition, "the" or None, place noun)
+    time: list[int] = field(default_factory=list)
+    time_zh: list[tuple[str, str, list[int]]] = field(default_factory=list)
+
+
+def _add_english(b: _Builder, c: Clause) -> _Spans:
+    """Append the English clause, S V O [PLACE] [TIME], and return where its parts landed."""
     s_idx = b.src(*c.subject[0])
     v_idx = b.src(c.verb[0])[0]
     plural = c.number[0] != "a"
@@ -160,20 +175,22 @@ def _add_clause(b: _Builder, c: Clause) -> None:
     num_en = "an" if c.number[0] == "a" and first.startswith(VOWEL_SOUND) else c.number[0]
     n_idx = b.src(num_en)[0]
     a_idx = b.src(c.adjective[0])[0] if c.adjective else None
-    noun_words = noun_en.split()
-    o_idx = b.src(*noun_words)  # "cups of tea": cups, of, tea
-    head = o_idx[-1] if len(o_idx) > 1 else o_idx[0]  # the word that is the Chinese noun
-    container = o_idx[0] if len(o_idx) > 1 else None  # "cup" -> measure word 杯
+    o_idx = b.src(*noun_en.split())
+    place = None
     if c.place:
         p_prep, p_the = b.src(c.place[2])[0], None
         if c.place[0] != "home":
             p_the = b.src("the")[0]
-        p_noun = b.src(c.place[0])[0]
+        place = (p_prep, p_the, b.src(c.place[0])[0])
+    spans = _Spans(s_idx, v_idx, n_idx, a_idx, o_idx, place)
     if c.time:
-        t_en, t_zh = _time_words(c.time)
-        t_idx = b.src(*t_en)
+        t_en, spans.time_zh = _time_words(c.time)
+        spans.time = b.src(*t_en)
+    return spans
 
-    # Chinese: S [TIME] [PLACE] V 了 O
+
+def _add_zh_subject(b: _Builder, c: Clause, s_idx: list[int]) -> None:
+    """Append the Chinese subject, linking 的 and English "the" as possible only."""
     subj_en, subj_zh = c.subject
     for k, word in enumerate(subj_zh):
         if word == "的":
@@ -184,45 +201,71 @@ def _add_clause(b: _Builder, c: Clause) -> None:
             b.link(s_idx[0] if k == 0 and len(subj_zh) > 1 else s_idx[-1], j)
     if subj_en[0] == "the":
         b.link(s_idx[0], j, sure=False)  # "the" teacher -> 老师
-    time_js = []
-    if c.time:
-        for word, role, offsets in t_zh:
-            j = b.tgt(word, role)
-            time_js.append(j)
-            for o in offsets:
-                b.link(t_idx[o], j)
-            if not offsets:  # 个 in 上 个 星期
-                for i in t_idx:
-                    b.link(i, j, sure=False)
-    if c.place:
+
+
+def _add_zh_time(b: _Builder, spans: _Spans) -> None:
+    """Append the Chinese time phrase (empty when the clause has none) after the subject."""
+    for word, role, offsets in spans.time_zh:
+        j = b.tgt(word, role)
+        for o in offsets:
+            b.link(spans.time[o], j)
+        if not offsets:  # 个 in 上 个 星期
+            for i in spans.time:
+                b.link(i, j, sure=False)
+
+
+def _add_zh_place(b: _Builder, c: Clause, spans: _Spans) -> None:
+    """Append 在 and the Chinese place word, when the clause has a place."""
+    if c.place and spans.place:
+        p_prep, p_the, p_noun = spans.place
         j = b.tgt("在", FUNCTION)
         b.link(p_prep, j)
         j = b.tgt(c.place[1], CONTENT)
         b.link(p_noun, j)
         if p_the is not None:
             b.link(p_the, j, sure=False)
+
+
+def _add_zh_verb(b: _Builder, c: Clause, spans: _Spans) -> None:
+    """Append the Chinese verb and 了, which has no source word and links possibly to verb and time."""
     j = b.tgt(c.verb[1], CONTENT)
-    b.link(v_idx, j)
+    b.link(spans.verb, j)
     j = b.tgt("了", FUNCTION)  # perfective: no source word; hangs between the verb and the time
-    b.link(v_idx, j, sure=False)
-    if c.time:
-        for i in t_idx:
-            b.link(i, j, sure=False)
+    b.link(spans.verb, j, sure=False)
+    for i in spans.time:
+        b.link(i, j, sure=False)
+
+
+def _add_zh_object(b: _Builder, c: Clause, spans: _Spans) -> None:
+    """Append the Chinese object: number, measure word, [adjective], noun."""
+    o_idx = spans.noun
+    head = o_idx[-1] if len(o_idx) > 1 else o_idx[0]  # the word that is the Chinese noun
+    container = o_idx[0] if len(o_idx) > 1 else None  # "cup" -> measure word 杯
     j = b.tgt(c.number[1], CONTENT)
-    b.link(n_idx, j)
+    b.link(spans.number, j)
     j = b.tgt(c.noun[2], FUNCTION)  # measure word
     if container is not None:
         b.link(container, j)  # cup -> 杯 translates
         b.link(o_idx[1], j, sure=False)  # "of"
     else:
         b.link(head, j, sure=False)
-        b.link(n_idx, j, sure=False)
+        b.link(spans.number, j, sure=False)
     if c.adjective:
+        assert spans.adjective is not None  # set whenever there is an adjective
         j = b.tgt(c.adjective[1], CONTENT)
-        b.link(a_idx, j)
+        b.link(spans.adjective, j)
     j = b.tgt(c.noun[1], CONTENT)
     b.link(head, j)
 
+
+def _add_clause(b: _Builder, c: Clause) -> None:
+    """Append one clause to both sides: English S V O [PLACE] [TIME], Chinese S [TIME] [PLACE] V 了 O."""
+    spans = _add_english(b, c)
+    _add_zh_subject(b, c, spans.subject)
+    _add_zh_time(b, spans)
+    _add_zh_place(b, c, spans)
+    _add_zh_verb(b, c, spans)
+    _add_zh_object(b, c, spans)
 
 def make_pair(clauses: list[Clause]) -> Pair:
     b = _Builder()

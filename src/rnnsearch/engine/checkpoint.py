@@ -23,10 +23,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .config import Config, ConfigError, config_from_dict
-from .io import DataError, atomic_write, atomic_write_text
-from .model import build_model
-from .vocab import load_tokenizers
+from rnnsearch.config import Config, ConfigError, config_from_dict
+from rnnsearch.engine.vocab import load_tokenizers
+from rnnsearch.io import DataError, atomic_write, atomic_write_text
+from rnnsearch.nn.model import build_model
 
 
 class CheckpointError(ValueError):
@@ -77,7 +77,8 @@ def read_config(model_dir: Path) -> Config:
         raise CheckpointError(str(e)) from None
 
 
-def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu", weights: str = "model.safetensors"):
+def load_model_dir(model_dir: str | Path, device: str | torch.device = "cpu",
+                   weights: str = "model.safetensors"):
     """Rebuild (config, model, src_tokenizer, tgt_tokenizer) from a model directory."""
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -107,7 +108,7 @@ def save_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.o
                      state: dict[str, Any]) -> None:
     opt = optimizer.state_dict()
     tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    slots = {}
+    slots: dict[str, dict[str, Any]] = {}
     for pid, slot in opt["state"].items():
         slots[str(pid)] = {}
         for key, value in slot.items():
@@ -119,11 +120,13 @@ def save_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.o
     tensors["torch_rng"] = torch.get_rng_state()
     payload = dict(state, optimizer={"param_groups": opt["param_groups"], "slots": slots})
     text = json.dumps(payload)
-    atomic_write(model_dir / "train_state.safetensors", lambda tmp: save_file(tensors, tmp, metadata={"state": text}))
+    atomic_write(model_dir / "train_state.safetensors",
+                 lambda tmp: save_file(tensors, tmp, metadata={"state": text}))
     atomic_write_text(model_dir / "train_state.json", json.dumps(payload, indent=1) + "\n")
 
 
-def load_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def load_train_state(model_dir: Path, model: torch.nn.Module,
+                     optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """Restore weights, optimizer and RNG from train_state.safetensors; return the JSON state."""
     from safetensors import safe_open
 
@@ -149,6 +152,7 @@ def load_train_state(model_dir: Path, model: torch.nn.Module, optimizer: torch.o
     try:
         optimizer.load_state_dict(restored)
     except (ValueError, KeyError) as e:
-        raise CheckpointError(f"{model_dir}: optimizer state does not fit this model/optimizer ({e})") from None
+        raise CheckpointError(
+            f"{model_dir}: optimizer state does not fit this model/optimizer ({e})") from None
     torch.set_rng_state(tensors["torch_rng"])
     return state

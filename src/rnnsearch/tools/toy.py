@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from .io import atomic_write_text
+from rnnsearch.io import atomic_write_text
 
 
 def toy_pairs(n: int, task: str = "reverse", vocab: int = 20, min_len: int = 3, max_len: int = 10,

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Literal
 
 import torch
 from torch import nn
 
-from .attention import Attention
-from .config import ModelConfig
-from .model import Encoded, build_model
+from rnnsearch.config import ModelConfig
+from rnnsearch.nn.attention import Attention
+from rnnsearch.nn.model import Encoded, RNNencdec, build_model
 
 log = logging.getLogger("rnnsearch")
 INPUT = [1, 2, 3, 4, 5, 6, 7]
@@ -50,7 +51,7 @@ def untrained_attention(seed: int = 0, vocab: int = 20, hidden: int = 16) -> tor
     return torch.stack(rows)
 
 
-def access_map(arch: str, steps: int = 7, seed: int = 0) -> torch.Tensor:
+def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: int = 0) -> torch.Tensor:
     """‖∂c_i/∂h_j‖ (steps x source positions) for an untrained model of `arch`."""
     torch.manual_seed(seed)
     cfg = ModelConfig(arch=arch, emb=16, hidden=16, align=16, maxout=8)
@@ -72,6 +73,7 @@ def access_map(arch: str, steps: int = 7, seed: int = 0) -> torch.Tensor:
         if arch == "rnnsearch":
             enc = Encoded(h, model.attention.keys(h), None, mask, torch.tanh(model.W_s(h[:, 0, 16:])))
         else:
+            assert isinstance(model, RNNencdec)  # build_model's class for arch "rnnencdec"
             c = torch.tanh(model.V(h[:, -1]))  # c = tanh(V h_Tx)
             enc = Encoded(None, None, c, mask, torch.tanh(model.V_s(c)))
         s, y, out = enc.state, torch.tensor([2]), []
@@ -88,10 +90,10 @@ def access_map(arch: str, steps: int = 7, seed: int = 0) -> torch.Tensor:
 
 def trained_reverse_attention(out_dir: Path, seed: int = 0, epochs: int = 12) -> torch.Tensor:
     """Train a small RNNsearch to reverse 7-word sequences; attention on w1..w7."""
-    from .config import config_from_dict
-    from .toy import write_toy_corpus
-    from .train import train
-    from .translate import load
+    from rnnsearch.config import config_from_dict
+    from rnnsearch.engine.train import train
+    from rnnsearch.engine.translate import load
+    from rnnsearch.tools.toy import write_toy_corpus
 
     data = write_toy_corpus(out_dir / "data", task="reverse", n_train=3000, n_valid=100, vocab=20,
                             min_len=5, max_len=9, seed=seed)
@@ -113,7 +115,7 @@ def trained_reverse_attention(out_dir: Path, seed: int = 0, epochs: int = 12) ->
 
 def structure_figure(out_dir: str | Path = "figures", seed: int = 0, epochs: int = 12) -> dict:
     """Compute the three experiments, print them, and draw structure.png (four panels)."""
-    from .plotting import _matplotlib
+    from rnnsearch.tools.plotting import _matplotlib
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -122,14 +124,17 @@ def structure_figure(out_dir: str | Path = "figures", seed: int = 0, epochs: int
     reverse = trained_reverse_attention(out / "reverse", seed=seed, epochs=epochs)
     result = {"untrained_attention": uniform.tolist(), "access_rnnencdec": encdec.tolist(),
               "access_rnnsearch": search.tolist(), "trained_reverse_attention": reverse.tolist(),
-              "untrained_mean": float(uniform.mean()), "untrained_max_deviation": float((uniform - 1 / 7).abs().max())}
+              "untrained_mean": float(uniform.mean()),
+              "untrained_max_deviation": float((uniform - 1 / 7).abs().max())}
 
     _, plt = _matplotlib()
     ticks = [f"x{i}" for i in INPUT]
     fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
     panels = [(uniform, "untrained RNNsearch: α_ij ≈ 1/7", "attention"),
-              (encdec / encdec.max(), "without attention (RNNencdec):\n‖∂c_i/∂h_j‖ — only h_7 reaches c", "access"),
-              (search / search.max(), "Bahdanau attention (RNNsearch):\n‖∂c_i/∂h_j‖ — every h_j reaches c_i", "access"),
+              (encdec / encdec.max(),
+               "without attention (RNNencdec):\n‖∂c_i/∂h_j‖ — only h_7 reaches c", "access"),
+              (search / search.max(),
+               "Bahdanau attention (RNNsearch):\n‖∂c_i/∂h_j‖ — every h_j reaches c_i", "access"),
               (reverse, "trained to reverse: α_ij", "attention")]
     for ax, (m, title, kind) in zip(axes, panels):
         ax.imshow(m.numpy(), cmap="gray_r", vmin=0, vmax=1 if kind == "access" else max(0.3, float(m.max())))

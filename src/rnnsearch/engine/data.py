@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 import random
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import torch
 
-from .io import DataError, read_lines
-from .vocab import BOS, EOS, PAD, UNK
+from rnnsearch.engine.vocab import BOS, EOS, PAD, UNK
+from rnnsearch.io import DataError, read_aligned, read_lines
 
 log = logging.getLogger("rnnsearch")
 
@@ -41,16 +42,15 @@ def read_parallel(src: str | Path | None = None, tgt: str | Path | None = None,
                     srcs.append("")
                     tgts.append("")
                     continue
-                raise DataError(f"{tsv}:{n}: expected 2 tab-separated columns, found {line.count(chr(9)) + 1}")
+                raise DataError(
+                    f"{tsv}:{n}: expected 2 tab-separated columns, found {line.count(chr(9)) + 1}")
             s, t = line.split("\t")
             srcs.append(s)
             tgts.append(t)
         return srcs, tgts
     if src is None or tgt is None:
         raise DataError("give a source and a target file, or one TSV file")
-    srcs, tgts = read_lines(src), read_lines(tgt)
-    if len(srcs) != len(tgts):
-        raise DataError(f"{src} ({len(srcs)} lines) and {tgt} ({len(tgts)} lines) have different line counts")
+    srcs, tgts = read_aligned(src, tgt)
     return srcs, tgts
 
 
@@ -80,7 +80,8 @@ class Example:
     src: list[int]
     tgt: list[int]
     index: int  # line number - 1 in the original files
-    tgt_in: Optional[list[int]] = None  # decoder inputs y_{i-1} when they differ from tgt (target word dropout)
+    # decoder inputs y_{i-1} when they differ from tgt (target word dropout)
+    tgt_in: Optional[list[int]] = None
 
 
 class ParallelData:
@@ -93,7 +94,7 @@ class ParallelData:
 
     @classmethod
     def encode(cls, srcs: list[str], tgts: list[str], src_tok, tgt_tok, max_len: int,
-               reverse_source: bool = False, lowercase: bool = False, name: str = "data") -> "ParallelData":
+               reverse_source: bool = False, lowercase: bool = False, name: str = "data") -> ParallelData:
         examples, blank, long = [], 0, 0
         for i, (s, t) in enumerate(zip(srcs, tgts)):
             s, t = normalize(s, lowercase), normalize(t, lowercase)
@@ -110,7 +111,8 @@ class ParallelData:
         log.info("%s: %d pairs kept, %d blank and %d over %d tokens dropped",
                  name, len(examples), blank, long, max_len)
         if not examples:
-            raise DataError(f"{name}: no pairs left after dropping {blank} blank and {long} too long (max_len={max_len})")
+            raise DataError(f"{name}: no pairs left after dropping {blank} blank and {long} too long "
+                            f"(max_len={max_len})")
         return cls(examples, blank, long)
 
     def __len__(self) -> int:
@@ -133,7 +135,7 @@ class Batch:
     tgt_out: torch.Tensor
     indices: list[int]
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         return Batch(self.src.to(device, non_blocking=True), self.src_mask.to(device, non_blocking=True),
                      self.tgt_in.to(device, non_blocking=True), self.tgt_out.to(device, non_blocking=True),
                      self.indices)
@@ -167,7 +169,9 @@ def collate(examples: list[Example]) -> Batch:
 
 def _cut(order: list[int], lengths: list[int], size: int, by_tokens: bool) -> list[list[int]]:
     """Cut an ordered list of example ids into batches of `size` sentences or padded tokens."""
-    batches, cur, longest = [], [], 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
     for i in order:
         if by_tokens:
             new_longest = max(longest, lengths[i])

@@ -13,7 +13,7 @@ import html
 import json
 from pathlib import Path
 
-from .io import atomic_write_text
+from rnnsearch.io import atomic_write_text
 
 LABELS = {
     "en": {"title": "rnnsearch — attention explorer", "source": "source", "target": "translation",
@@ -28,7 +28,8 @@ LABELS = {
            "prev": "◀ 上一句", "next": "下一句 ▶",
            "hint": "点击或悬停译文中的词，查看它的注意力落在原文哪些词上；点击原文词，查看哪些译文词在看它。"
                    "键盘：← → 切换句子，Tab/回车 选择词。",
-           "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）", "attends": "注意", "attended": "被注意",
+           "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）",
+           "attends": "注意", "attended": "被注意",
            "placeholder": "输入或粘贴句子，每行一句", "translate": "翻译", "beam": "束宽",
            "working": "翻译中…", "empty": "翻译一句话，看它的注意力。"},
 }
@@ -187,7 +188,7 @@ __LIVE__
 __LIVE_SCRIPT__
 </body>
 </html>
-"""
+"""  # noqa: E501
 
 
 def embedded_cjk_font(text: str) -> str:
@@ -257,7 +258,7 @@ _LIVE_SCRIPT = """<script>
       .catch(function (err) { status.textContent = String(err); });
   });
 })();
-</script>"""
+</script>"""  # noqa: E501
 
 
 def _valid(record: dict, k: int) -> dict:
@@ -289,14 +290,16 @@ def explorer_html(records: list[dict], lang: str = "en", live: bool = False, fon
     label_json = json.dumps(labels, ensure_ascii=False).replace("</", "<\\/")
     page = _PAGE.replace("__LIVE__", _LIVE_FORM if live else "")
     page = page.replace("__LIVE_SCRIPT__", _LIVE_SCRIPT if live else "")
-    for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]), ("__PREV__", labels["prev"]),
-                       ("__NEXT__", labels["next"]), ("__SOURCE__", labels["source"]),
-                       ("__TARGET__", labels["target"]), ("__HEATMAP__", labels["heatmap"]),
+    for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]),
+                       ("__PREV__", labels["prev"]), ("__NEXT__", labels["next"]),
+                       ("__SOURCE__", labels["source"]), ("__TARGET__", labels["target"]),
+                       ("__HEATMAP__", labels["heatmap"]),
                        ("__PLACEHOLDER__", labels["placeholder"]), ("__BEAM__", labels["beam"]),
                        ("__TRANSLATE__", labels["translate"]), ("__DEFAULT_BEAM__", str(int(default_beam)))):
         page = page.replace(key, html.escape(value))
     page = page.replace("__LANG__", "zh-CN" if lang == "zh" else "en")
-    page = page.replace("__FONTFACE__", embedded_cjk_font(payload + font_text + json.dumps(labels, ensure_ascii=False)))
+    page = page.replace("__FONTFACE__",
+                        embedded_cjk_font(payload + font_text + json.dumps(labels, ensure_ascii=False)))
     page = page.replace("__LABELS__", label_json)
     return page.replace("__DATA__", payload)
 

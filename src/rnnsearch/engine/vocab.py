@@ -11,12 +11,13 @@ from __future__ import annotations
 import collections
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Protocol
 
-from .io import DataError, atomic_write, atomic_write_text, read_lines
+from rnnsearch.io import DataError, atomic_write, atomic_write_text, read_lines
+from rnnsearch.nn.model import BOS, EOS, PAD, UNK  # noqa: F401  (reserved ids, re-exported)
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 
 
@@ -35,7 +36,7 @@ class WordVocab:
         self.stoi = {w: i for i, w in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, sentences: Iterable[str], size: int) -> "WordVocab":
+    def build(cls, sentences: Iterable[str], size: int) -> WordVocab:
         counts = collections.Counter(w for s in sentences for w in s.split())
         # Sort by count, then alphabetically, so the vocabulary is deterministic.
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -60,10 +61,11 @@ class WordVocab:
         atomic_write_text(path, "\n".join(self.itos) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "WordVocab":
+    def load(cls, path: str | Path) -> WordVocab:
         words = read_lines(path)
         if words[: len(SPECIALS)] != SPECIALS:
-            raise DataError(f"{path}:1: not an rnnsearch word vocabulary (must start with {' '.join(SPECIALS)})")
+            raise DataError(
+                f"{path}:1: not an rnnsearch word vocabulary (must start with {' '.join(SPECIALS)})")
         return cls(words[len(SPECIALS):])
 
 
@@ -80,7 +82,7 @@ class SentencePiece:
 
     @classmethod
     def build(cls, sentences: Iterable[str], size: int, kind: str = "bpe",
-              character_coverage: float = 1.0, byte_fallback: bool = False, seed: int = 0) -> "SentencePiece":
+              character_coverage: float = 1.0, byte_fallback: bool = False, seed: int = 0) -> SentencePiece:
         import io as _io
 
         import sentencepiece as spm
@@ -132,7 +134,7 @@ class SentencePiece:
         atomic_write(path, write)
 
     @classmethod
-    def load(cls, path: str | Path) -> "SentencePiece":
+    def load(cls, path: str | Path) -> SentencePiece:
         path = Path(path)
         if not path.exists():
             raise DataError(f"{path}: no such file")

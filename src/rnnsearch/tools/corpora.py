@@ -26,11 +26,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from .io import DataError, atomic_write, atomic_write_text, read_lines
+from rnnsearch.io import DataError, atomic_write, atomic_write_text, read_lines
 
 log = logging.getLogger("rnnsearch")
 
@@ -180,18 +180,24 @@ _WMT_FILES = {
     "newstest2012.fr": (440985, "29aa5aff172127f6adf5625cc2f8e44f579d524700e84f1ec0eb14f4f19719e4"),
     "newstest2013.en": (332974, "ace268a1d9724ca76f6d8e5c720ffdc08f01bdce45630ed8b269dc7918e1c16e"),
     "newstest2013.fr": (393465, "909b63be5df3eb8c13e1d5967bf3f0adfdb9f6ed5e638c5bffff563ee2ff7f41"),
-    "newstest2014-fren-src.en.sgm": (441845, "5521ed9b1d07763c7e8d7ddfc0fda269cd114612a6283bd3836979ea4dd10a26"),
-    "newstest2014-fren-ref.fr.sgm": (514587, "c57025c8a338c642fe3ad0206ddc75d258a5584e1d470b75f37af2fb666d7e93"),
+    "newstest2014-fren-src.en.sgm": (441845,
+                                     "5521ed9b1d07763c7e8d7ddfc0fda269cd114612a6283bd3836979ea4dd10a26"),
+    "newstest2014-fren-ref.fr.sgm": (514587,
+                                     "c57025c8a338c642fe3ad0206ddc75d258a5584e1d470b75f37af2fb666d7e93"),
 }
 
 _NAACL = "https://raw.githubusercontent.com/felicienveldema/NLP2/99005f9c2ab3798b239b8b34f12aa03a897288e6/Project1/"
 _NAACL_FILES = {  # upstream path -> (local name, size, sha256)
-    "testing/test/test.e": ("test.en", 36939, "d73d6edcf34615f9f9489d0c234a44eadb3294635d10c9ceb77c22afca46bb39"),
-    "testing/test/test.f": ("test.fr", 42709, "7aece2a76346cd3e36a43d6e2958bf08bd22a24469e50c7e21da90fe49e0402d"),
+    "testing/test/test.e": ("test.en", 36939,
+                            "d73d6edcf34615f9f9489d0c234a44eadb3294635d10c9ceb77c22afca46bb39"),
+    "testing/test/test.f": ("test.fr", 42709,
+                            "7aece2a76346cd3e36a43d6e2958bf08bd22a24469e50c7e21da90fe49e0402d"),
     "testing/answers/test.wa.nonullalign": ("test.wa.nonullalign", 209027,
                                             "eedb9a219cb672a79130557fd4a4bc698565078c6a64abe8d9b18c3bb3ec0651"),
-    "validation/dev.e": ("trial.en", 3470, "56a871f16eafc2b44f9ba5942a636e2949baf288f228561f1889d821c04398d0"),
-    "validation/dev.f": ("trial.fr", 3940, "fb337c8e86297a538ebe533f9d283dc6e186961ab9ca032257bc1c1769f71b6e"),
+    "validation/dev.e": ("trial.en", 3470,
+                         "56a871f16eafc2b44f9ba5942a636e2949baf288f228561f1889d821c04398d0"),
+    "validation/dev.f": ("trial.fr", 3940,
+                         "fb337c8e86297a538ebe533f9d283dc6e186961ab9ca032257bc1c1769f71b6e"),
     "validation/dev.wa.nonullalign": ("trial.wa.nonullalign", 17728,
                                       "1c04fe099aa83c1ef0fd1044547e34684618f2362e20da8dca3d94cb3b096f74"),
     "testing/test/README.test": ("original_README.test.txt", 1437,
@@ -267,8 +273,9 @@ def _verify(remote: Remote, path: Path, url: str) -> None:
     else:
         return
     path.unlink()
-    raise DownloadError(f"{bad}; the downloaded bytes were removed. Run again to retry; if it fails again the "
-                        f"upstream file has changed (or a --mirror serves other files) and cannot be trusted")
+    raise DownloadError(f"{bad}; the downloaded bytes were removed. Run again to retry; if it fails again "
+                        f"the upstream file has changed (or a --mirror serves other files) and cannot be "
+                        f"trusted")
 
 
 def fetch(remote: Remote, cache: Path, mirror: str | None = None, retries: int = 2,
@@ -314,8 +321,8 @@ def fetch(remote: Remote, cache: Path, mirror: str | None = None, retries: int =
             got = part.stat().st_size if part.exists() else 0
             reason = getattr(e, "reason", e)
             if attempt == retries:
-                raise DownloadError(f"{url}: download interrupted after {got:,} bytes ({reason}); the partial "
-                                    f"file {part} is kept and the next run resumes it") from None
+                raise DownloadError(f"{url}: download interrupted after {got:,} bytes ({reason}); "
+                                    f"the partial file {part} is kept and the next run resumes it") from None
             log.info("%s: interrupted after %s bytes (%s); resuming", url, f"{got:,}", reason)
             time.sleep(min(2 ** attempt, 10) * 0.1)
     _verify(remote, part, url)
@@ -430,4 +437,5 @@ def describe() -> str:
     return "\n".join(rows)
 
 
-__all__ = ["CATALOGUE", "Corpus", "DownloadError", "Remote", "fetch", "get", "describe", "sgm_segments", "split"]
+__all__ = ["CATALOGUE", "Corpus", "DownloadError", "Remote", "fetch", "get", "describe", "sgm_segments",
+           "split"]

@@ -9,8 +9,8 @@ Han/WenQuanYi/PingFang/YaHei/SimHei) when installed, else the Noto Sans CJK that
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 CJK_FAMILIES = ["Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
                 "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "PingFang SC", "Hiragino Sans GB",
@@ -55,7 +55,7 @@ def cjk_font() -> tuple[list[str], bool]:
 
 def _save(fig, path: str | Path) -> Path:
     """Write the figure atomically, in the format its extension names (png, svg, pdf)."""
-    from .io import atomic_write
+    from rnnsearch.io import atomic_write
 
     _, plt = _matplotlib()
     fig.tight_layout()
@@ -68,7 +68,8 @@ def _save(fig, path: str | Path) -> Path:
 
 def draw_attention(ax, weights: Sequence[Sequence[float]], source: Sequence[str], target: Sequence[str],
                    title: str | None = None) -> None:
-    """Draw a grey-scale attention matrix on matplotlib axes `ax` (rows = target words, α 0 white, 1 black)."""
+    """Draw a grey-scale attention matrix on matplotlib axes `ax` (rows = target words, α 0 white,
+    1 black)."""
     from matplotlib import patheffects
 
     families, thin = cjk_font()
@@ -103,7 +104,7 @@ def has_cjk_font() -> bool:
 def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
                        title: str = "BLEU by source sentence length") -> Path:
     """One line per system: BLEU of each length bucket (paper Figure 2). Buckets as from
-    :func:`rnnsearch.evaluate.bleu_by_length`; empty buckets leave a gap."""
+    :func:`rnnsearch.engine.evaluate.bleu_by_length`; empty buckets leave a gap."""
     matplotlib, plt = _matplotlib()
     families, thin = cjk_font()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -138,3 +139,26 @@ def plot_training_curves(curves: dict[str, list[dict]], path: str | Path, budget
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, path)
+
+
+def write_by_length(out_dir, systems: list[dict]) -> list[str]:
+    """by_length.csv, by_length.json and by_length.png (one curve per system) in out_dir."""
+    import csv
+    import io
+    import json
+
+    from rnnsearch.io import atomic_write_text
+
+    out = Path(out_dir)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["system", "bucket", "sentences", "bleu"])
+    for sys_ in systems:
+        for b in sys_["by_length"]:
+            w.writerow([sys_["label"], b["bucket"], b["sentences"], "" if b["bleu"] is None else b["bleu"]])
+    atomic_write_text(out / "by_length.csv", buf.getvalue())
+    atomic_write_text(out / "by_length.json", json.dumps(
+        [{"label": s["label"], "by_length": s["by_length"]} for s in systems],
+        indent=1, ensure_ascii=False) + "\n")
+    plot_length_curves({s["label"]: s["by_length"] for s in systems}, out / "by_length.png")
+    return [str(out / n) for n in ("by_length.csv", "by_length.json", "by_length.png")]

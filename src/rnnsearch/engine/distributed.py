@@ -38,12 +38,17 @@ class Context:
         return self.rank == 0
 
 
+def resolve_device(name: str = "auto") -> torch.device:
+    """The device a name means: "auto" is the GPU where there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def setup(device_name: str) -> tuple[Context, torch.device]:
     """Join the process group torchrun set up (if any) and pick this rank's device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        from .translate import resolve_device
-
         return Context(), resolve_device(device_name)
     ctx = Context(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
     use_cuda = torch.cuda.is_available() and device_name in ("auto", "cuda")

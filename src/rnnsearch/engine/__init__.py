@@ -1,0 +1,13 @@
+"""The system around the network: text in, text out, and the training that gets there.
+
+    vocab.py        tokenisers (sentencepiece or the paper's word lists) with shared reserved ids
+    data.py         reading parallel text, batching (the paper's sort-by-length or buckets)
+    checkpoint.py   model directories: weights, config, vocabularies, resumable state
+    distributed.py  the device and, under torchrun, the process group
+    translate.py    Translator: sentences to translations, with attention
+    evaluate.py     BLEU and chrF (sacrebleu), by length bucket
+    alignment.py    attention as word alignment: links and AER
+    train.py        the training loop
+
+Imports run downwards only: engine/ uses nn/ and the root modules, never tools/.
+"""

@@ -1,0 +1,578 @@
+"""Training (paper Appendix B): minibatch SGD with Adadelta or Adam, clipped gradients,
+periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import sacrebleu
+import torch
+
+from rnnsearch.config import Config, TrainConfig
+from rnnsearch.engine import distributed
+from rnnsearch.engine.checkpoint import (
+    CheckpointError,
+    load_train_state,
+    read_config,
+    save_train_state,
+    save_weights,
+)
+from rnnsearch.engine.data import (
+    ParallelData,
+    collate,
+    drop_words,
+    make_batches,
+    normalize,
+    read_parallel,
+    target_tokens,
+)
+from rnnsearch.engine.translate import Translator
+from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.io import atomic_write_text
+from rnnsearch.nn.attention import at_least_fp32
+from rnnsearch.nn.model import build_model
+
+log = logging.getLogger("rnnsearch")
+
+MAX_BAD_STEPS = 20  # consecutive non-finite losses/gradients before giving up
+
+
+def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+    t = cfg.train
+    assert t.eps is not None  # resolved when the config is made (TrainConfig.__post_init__)
+    if t.optimizer == "adadelta":
+        return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
+    # fused: one kernel over every parameter instead of a loop over tensors (docs/benchmarks.md,
+    # "This round (the Speed issue)", has the measured gain)
+    return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
+
+
+class _SummedCrossEntropy(torch.autograd.Function):
+    """Σ_rows −[(1−ε) log p(y) + ε/V Σ_v log p(v)] with p = softmax(logits), fused.
+
+    The gradient, softmax − (1−ε)·onehot − ε/V, is formed in the forward pass in the memory
+    of the log-probabilities, so backward is one scaling of it; log_softmax + nll_loss instead
+    zero-fill a (rows, V) matrix for nll's gradient and run log_softmax's backward over it
+    (docs/benchmarks.md, "This round (the Speed issue)", has the measured gain).
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+        log_p = torch.log_softmax(logits, -1)
+        rows = torch.arange(target.numel(), device=target.device)
+        loss = -log_p[rows, target].sum()
+        if smoothing:  # ε × the mean of -log p(v) over the vocabulary
+            loss = (1 - smoothing) * loss - smoothing * log_p.mean(-1).sum()
+        grad = log_p.exp_()  # softmax, in the memory of log p
+        if smoothing:
+            grad.sub_(smoothing / logits.size(-1))
+        grad[rows, target] -= 1 - smoothing
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (grad_logits,) = ctx.saved_tensors
+        return grad_logits * grad, None, None
+
+
+def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over real target tokens.
+
+    logits (B, T, V) with target (B, T), padding included; or logits already packed to the
+    real tokens, (N, V) with target (N,) (``model(..., packed=True)``).
+    """
+    logits = at_least_fp32(logits.reshape(-1, logits.size(-1)))
+    target = target.reshape(-1)
+    real = target != PAD
+    if not bool(real.all()):
+        logits, target = logits[real], target[real]
+    return _SummedCrossEntropy.apply(logits, target, float(label_smoothing))
+
+
+class MetricsLog:
+    """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
+
+    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
+        self.path = model_dir / "log.jsonl"
+        self.enabled = enabled
+        self.tb = None
+        if tensorboard and enabled:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(model_dir / "tensorboard"))
+            except Exception:  # tensorboard not installed: the JSONL log is enough
+                self.tb = None
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
+                    self.tb.add_scalar(k, v, record.get("step", 0))
+            self.tb.flush()
+
+
+def _load_pairs(cfg: Config, split: str):
+    d = cfg.data
+    src, tgt, tsv = getattr(d, f"{split}_src"), getattr(d, f"{split}_tgt"), getattr(d, f"{split}_tsv")
+    if src is None and tsv is None:
+        return None
+    return read_parallel(src, tgt, tsv)
+
+
+@torch.no_grad()
+def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> float:
+    """Mean per-token negative log-likelihood (teacher forcing, no dropout)."""
+    model.eval()
+    total, tokens = 0.0, 0
+    order = sorted(range(len(data)), key=lambda i: len(data.examples[i].tgt))
+    for start in range(0, len(order), batch_size):
+        examples = [data.examples[i] for i in order[start:start + batch_size]]
+        batch = collate(examples).to(device)
+        logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+        total += float(sequence_loss(logits, batch.tgt_out))
+        tokens += target_tokens(examples)
+    return total / max(tokens, 1)
+
+
+def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool) -> dict:
+    """Validation loss and perplexity, and (with_bleu) BLEU of the first data.valid_bleu_sentences
+    sentences decoded with beam train.valid_beam."""
+    out = {"valid_loss": evaluate_loss(translator.model, valid.data, translator.device)}
+    out["valid_ppl"] = math.exp(min(out["valid_loss"], 50))
+    if with_bleu:
+        n = min(len(valid.src), cfg.data.valid_bleu_sentences)
+        hyps = translator.translate(valid.src[:n], beam=cfg.train.valid_beam, attention=False)
+        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [valid.tgt[:n]],
+                                                  tokenize=cfg.data.bleu_tokenize).score
+    translator.model.train()
+    return out
+
+
+@dataclass
+class Validation:
+    """The validation set: encoded pairs, and the raw text of the same pairs for BLEU."""
+
+    data: ParallelData
+    src: list[str]
+    tgt: list[str]
+
+
+@dataclass
+class TrainState:
+    """Where a run stands: saved with every checkpoint (train_state.safetensors), restored by
+    --resume. `decided()` is the part rank 0's validation decides for every rank."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # the next batch of the epoch
+    best: Optional[float] = None  # best validation score, higher is better (a loss is stored negated)
+    bad_validations: int = 0  # validations in a row without improvement (train.patience)
+    lr_bad: int = 0  # the same count, towards the next learning-rate decay
+    lr: float = 0.0
+    tokens: int = 0  # target tokens trained on
+    seconds: float = 0.0  # training wall-clock, summed over resumes
+    valid_loss: Optional[float] = None
+
+    @classmethod
+    def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
+        known = {f.name for f in fields(cls)}
+        return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}})
+
+    def decided(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("best", "bad_validations", "lr_bad", "lr", "valid_loss")}
+
+    def after_validation(self, record: dict, t: TrainConfig) -> bool:
+        """Update the best score, patience counters and (on a plateau) the learning rate; True if
+        the validation improved on the best."""
+        self.valid_loss = record["valid_loss"]
+        score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
+        if self.best is None or score > self.best:
+            self.best, self.bad_validations, self.lr_bad = score, 0, 0
+            return True
+        self.bad_validations += 1
+        self.lr_bad += 1
+        if t.lr_decay < 1.0 and self.lr_bad >= t.lr_patience:
+            self.lr = max(t.min_lr, self.lr * t.lr_decay)
+            self.lr_bad = 0
+            log.info("no improvement for %d validations: lr -> %g", t.lr_patience, self.lr)
+        return False
+
+    def stop_reason(self, t: TrainConfig) -> Optional[str]:
+        """Why training ends after the validation just done, if it does: patience run out, or the
+        validation loss down to ``train.stop_valid_loss``."""
+        if t.patience and self.bad_validations >= t.patience:
+            return f"no improvement in {t.patience} validations"
+        if t.stop_valid_loss and self.valid_loss is not None and self.valid_loss <= t.stop_valid_loss:
+            return f"validation loss {self.valid_loss:.4g} <= stop_valid_loss={t.stop_valid_loss}"
+        return None
+
+
+@dataclass
+class Step:
+    """What one update leaves for the log: the batch's summed loss (on the device, read only when
+    logged), its target tokens and the gradient norm before clipping."""
+
+    loss: torch.Tensor
+    tokens: int
+    grad_norm: torch.Tensor
+
+
+# What a resumed run takes from the config it is given; everything else comes from the model directory.
+RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "stop_valid_loss", "progress", "device", "precision",
+               "threads")
+
+
+def resume_config(cfg: Config, model_dir: Path) -> Config:
+    """The saved config of `model_dir` with `cfg`'s training limits, device and precision
+    (RESUME_KEYS); every other key of `cfg` that differs from the saved run is ignored with a
+    warning naming it, since the model, data and vocabulary must stay those of the run."""
+    saved = read_config(model_dir)
+    given, kept = cfg.to_dict(), saved.to_dict()
+    for section, values in given.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if section == "train" and key in RESUME_KEYS:
+                setattr(saved.train, key, value)
+            elif value != kept.get(section, {}).get(key):
+                log.warning("--resume: ignoring %s.%s=%r; the run continues with %r from %s", section, key,
+                            value, kept.get(section, {}).get(key), model_dir / "config.json")
+    saved.model_dir = str(model_dir)
+    return saved
+
+
+def prepare_model_dir(cfg: Config, resume: bool) -> Config:
+    """The config to train with: on resume the saved one (with `cfg`'s limits), the directory
+    cleared of a previous run's DONE and half-written files; a fresh run must not overwrite one."""
+    model_dir = Path(cfg.model_dir)
+    if resume:
+        cfg = resume_config(cfg, model_dir)
+        (model_dir / "DONE").unlink(missing_ok=True)
+        for stale in model_dir.glob(".*.tmp"):  # half-written files of a killed run
+            stale.unlink()
+    elif (model_dir / "train_state.safetensors").exists():
+        raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
+                              "or choose another model_dir")
+    return cfg
+
+
+def load_data(cfg: Config, ctx: distributed.Context, resume: bool):
+    """Tokenisers (built and saved by rank 0 on a fresh run), the encoded training data and the
+    validation set (None without one). Bad data leaves no half-made model directory behind."""
+    model_dir = Path(cfg.model_dir)
+    train_src, train_tgt = _load_pairs(cfg, "train") or (None, None)
+    if train_src is None or train_tgt is None:
+        raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to train")
+    valid = _load_pairs(cfg, "valid")
+    created = not model_dir.exists()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    d = cfg.data
+    try:
+        if not resume and ctx.main:  # rank 0 builds the vocabularies; the others read them
+            log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
+            # built from the text as the model will see it (control characters cleaned, case as configured)
+            src_norm = [normalize(x, d.lowercase) for x in train_src]
+            tgt_norm = [normalize(x, d.lowercase) for x in train_tgt]
+            tokenizers = build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
+            save_tokenizers(model_dir, cfg.vocab, *tokenizers)
+            cfg.save(model_dir / "config.json")
+        distributed.barrier(ctx)
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+        train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
+                                         d.lowercase, name="train")
+        validation = None
+        if valid is not None:
+            valid_data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source,
+                                             d.lowercase, name="valid")
+            keep = [e.index for e in valid_data.examples]
+            validation = Validation(valid_data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
+    except BaseException:
+        if created and ctx.main:
+            shutil.rmtree(model_dir, ignore_errors=True)
+        raise
+    return src_tok, tgt_tok, train_data, validation
+
+
+class Trainer:
+    """One training run as small named steps. `run` is the loop; `train_step`, `checkpoint`
+    (validate, then `save_checkpoint`) and `train_epoch` can each be called on their own."""
+
+    def __init__(self, cfg: Config, resume: bool = False):
+        cfg = prepare_model_dir(cfg, resume)
+        self.cfg, self.t, self.model_dir = cfg, cfg.train, Path(cfg.model_dir)
+        t = self.t
+        random.seed(t.seed)
+        torch.manual_seed(t.seed)
+        if t.threads:
+            torch.set_num_threads(t.threads)
+        self.ctx, self.device = distributed.setup(t.device)
+        if not self.ctx.main:
+            log.setLevel(logging.WARNING)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        self.src_tok, self.tgt_tok, self.train_data, self.valid = load_data(cfg, self.ctx, resume)
+        self.model = build_model(cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
+        self.optimizer = make_optimizer(cfg, self.model.parameters())
+        self.state = TrainState(lr=t.lr)
+        if resume:
+            saved = load_train_state(self.model_dir, self.model, self.optimizer)
+            self.state = TrainState.restored(saved, t.lr)
+            log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, self.state.step,
+                     self.state.epoch, self.state.position)
+        log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
+        if t.compile:
+            self.model.compile_step()  # the first batches compile (seconds to a minute), the rest reuse it
+            log.info("decoder time step compiled with torch.compile")
+        self.net: torch.nn.Module = self.model
+        if self.ctx.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
+            log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size,
+                     t.batch_by)
+        self.metrics = MetricsLog(self.model_dir, t.tensorboard, enabled=self.ctx.main)
+        self.translator = Translator(cfg, self.model, self.src_tok, self.tgt_tok, self.device)
+        # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
+        self.autocast = torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
+        self.bad_in_row = 0  # non-finite updates in a row
+        self.started = time.time() - self.state.seconds
+        self.saved_at = self.state.seconds  # training seconds at the last timed save
+
+    def run(self) -> Path:
+        """Train until a limit or a stopping rule; returns the model directory."""
+        t, state = self.t, self.state
+        self.started = time.time() - state.seconds
+        self.model.train()
+        run_bar = None  # with a step budget, one bar over the whole run: its ETA is the run's
+        if t.progress and self.ctx.main and t.max_steps:
+            run_bar = _bar(total=t.max_steps, initial=state.step, unit="step")
+        stop = None
+        while stop is None and not (t.max_epochs and state.epoch >= t.max_epochs):
+            stop = self.train_epoch(run_bar)
+        if run_bar is not None:
+            run_bar.close()
+        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
+            sums = distributed.weight_checksums(self.model, self.ctx)
+            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
+                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
+        log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={t.max_epochs}",
+                 self.model_dir)
+        if self.ctx.main:
+            done = {"reason": stop or "max_epochs", "step": state.step}
+            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
+        distributed.cleanup(self.ctx)
+        return self.model_dir
+
+    def train_epoch(self, run_bar=None) -> Optional[str]:
+        """The rest of the current epoch, or less if a limit or stopping rule ends training first
+        (returned: the reason); then a checkpoint."""
+        t, state = self.t, self.state
+        epoch = state.epoch
+        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
+        bar = run_bar
+        if bar is not None:
+            bar.set_description(f"epoch {epoch + 1}")
+        elif t.progress and self.ctx.main:
+            bar = _bar(total=len(batches), initial=state.position, desc=f"epoch {epoch + 1}", leave=False)
+        window = Window()
+        stop = None
+        for pos in range(state.position, len(batches)):
+            state.position = pos + 1
+            step = self.train_step(self.examples(batches[pos], epoch, pos))
+            if step is None:  # update skipped
+                continue
+            window.add(step)
+            if bar is not None:
+                bar.update(1)
+            last = pos == len(batches) - 1
+            if state.step % t.log_every == 0 or last:
+                self.log_window(window, step, bar)
+            state.seconds = time.time() - self.started
+            stop = self.after_step(last)
+            if stop is not None:
+                break
+        if bar is not None and bar is not run_bar:
+            bar.close()
+        if state.position >= len(batches):
+            state.epoch, state.position = epoch + 1, 0
+        self.checkpoint("epoch" if stop is None else "final")
+        return stop or state.stop_reason(t)
+
+    def examples(self, batch: list[int], epoch: int, pos: int) -> list:
+        """The batch's examples, with word dropout (seeded by epoch and position: resumable)."""
+        examples = [self.train_data.examples[i] for i in batch]
+        m = self.cfg.model
+        if m.word_dropout > 0 or m.word_dropout_target > 0:
+            rng = random.Random(self.t.seed * 1_000_003 + epoch * 100_003 + pos)
+            examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
+        return examples
+
+    def train_step(self, examples: list) -> Optional[Step]:
+        """One update on a global batch (this rank's share of it): forward, backward, clipping,
+        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
+        n_tok = target_tokens(examples)  # the global batch's, before sharding
+        mine, real = distributed.shard(examples, self.ctx)
+        batch = collate(mine).to(self.device)
+        with self.autocast:
+            logits, _ = self.net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], self.t.label_smoothing)
+        self.optimizer.zero_grad(set_to_none=True)
+        # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
+        self.scaler.scale(loss * (self.ctx.world * real) / n_tok).backward()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.t.clip_norm if self.t.clip_norm else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
+            self.scaler.step(self.optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
+            self.scaler.update()
+            return None
+        if not self.finite(loss, grad_norm):
+            return None
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.state.step += 1
+        self.state.tokens += n_tok
+        return Step(loss.detach() * real, n_tok, grad_norm)
+
+    def finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
+        """Whether an update may be taken; counts, logs and (after MAX_BAD_STEPS in a row) gives up
+        on non-finite ones. The gradients are synchronised, so every rank decides the same."""
+        ok = torch.isfinite(grad_norm)
+        if not self.ctx.enabled:
+            ok = ok & torch.isfinite(loss)
+        if bool(ok):  # one wait for the GPU per step (the loss is read only when logged)
+            self.bad_in_row = 0
+            return True
+        self.bad_in_row += 1
+        step = self.state.step
+        self.metrics.write({"step": step, "kind": "skipped", "reason": "non-finite loss or gradient"})
+        log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)", step,
+                    self.bad_in_row)
+        if self.bad_in_row >= MAX_BAD_STEPS:
+            raise FloatingPointError(
+                f"{self.bad_in_row} non-finite updates in a row: lower train.lr, keep train.clip_norm > 0, "
+                "or use train.optimizer=adadelta")
+        return False
+
+    def log_window(self, window: Window, step: Step, bar=None) -> None:
+        """One training log line: mean loss (over every rank), tokens/s since the last one."""
+        elapsed = max(time.time() - window.t0, 1e-9)
+        mean = distributed.all_sum([float(window.loss)], self.ctx, self.device)[0] / max(window.tokens, 1)
+        rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
+               "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
+               "grad_norm": float(step.grad_norm), "lr": self.state.lr}
+        self.metrics.write(rec)
+        if bar is not None:
+            bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
+        window.reset()
+
+    def after_step(self, last_of_epoch: bool) -> Optional[str]:
+        """Mid-epoch validation, the step and time limits and timed saves; the reason to stop, if any."""
+        t, state = self.t, self.state
+        if t.valid_every and state.step % t.valid_every == 0 and not last_of_epoch:
+            self.checkpoint("valid")
+            stop = state.stop_reason(t)
+            if stop is not None:
+                return stop
+        if t.max_steps and state.step >= t.max_steps:
+            return f"reached max_steps={t.max_steps}"
+        if t.max_minutes and distributed.broadcast(state.seconds >= t.max_minutes * 60, self.ctx):
+            return f"reached max_minutes={t.max_minutes}"
+        due = t.save_every_minutes and state.seconds - self.saved_at >= t.save_every_minutes * 60
+        if t.save_every_minutes and distributed.broadcast(due, self.ctx):
+            self.checkpoint("timed", validating=False)
+            self.saved_at = state.seconds
+        return None
+
+    def checkpoint(self, tag: str, validating: bool = True) -> None:
+        """Validate (unless a timed save), then write the checkpoint. A timed save leaves the best
+        weights alone wherever there is validation data to judge them by."""
+        record = {"step": self.state.step, "epoch": self.state.epoch}
+        improved = self.validate(record) if validating else self.valid is None
+        if self.ctx.main:
+            self.save_checkpoint(tag, record, improved)
+
+    def validate(self, record: dict) -> bool:
+        """Validate on rank 0 (scores into `record`) and take its decisions (best score, patience,
+        learning rate) on every rank; True if the model improved."""
+        improved = self.valid is None
+        if self.ctx.main and self.valid is not None:
+            with_bleu = self.t.valid_metric == "bleu"
+            record.update(validation_scores(self.translator, self.valid, self.cfg, with_bleu))
+            improved = self.state.after_validation(record, self.t)
+        improved, decided = distributed.broadcast((improved, self.state.decided()), self.ctx)
+        for key, value in decided.items():
+            setattr(self.state, key, value)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.state.lr
+        return improved
+
+    def save_checkpoint(self, tag: str, record: dict, improved: bool) -> None:
+        """The log record; the best weights (if improved), the last weights and the resumable state;
+        with train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
+        t, state = self.t, self.state
+        best = state.best  # kept as "higher is better": a loss is stored negated
+        if best is not None and t.valid_metric == "loss":
+            best = -best
+        record.update(kind=tag, lr=state.lr, best=best)
+        self.metrics.write(record)
+        meta = {"step": str(state.step)}
+        if improved:
+            save_weights(self.model_dir / "model.safetensors", self.model, meta)
+        save_weights(self.model_dir / "last.safetensors", self.model, meta)
+        save_train_state(self.model_dir, self.model, self.optimizer, asdict(state))
+        if t.keep_last:
+            snaps = self.model_dir / "checkpoints"
+            save_weights(snaps / f"step-{state.step:08d}.safetensors", self.model, meta)
+            for old in sorted(snaps.glob("step-*.safetensors"))[: -t.keep_last]:
+                old.unlink()
+        shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
+        log.info("step %d %s %s", state.step, tag, shown)
+
+
+class Window:
+    """Loss and tokens since the last training log line (the loss summed on the device)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss: torch.Tensor | float = 0.0
+        self.tokens = 0
+        self.t0 = time.time()
+
+    def add(self, step: Step) -> None:
+        self.loss = self.loss + step.loss
+        self.tokens += step.tokens
+
+
+def _bar(**kw):
+    from tqdm import tqdm
+
+    return tqdm(dynamic_ncols=True, **kw)
+
+
+def train(cfg: Config, resume: bool = False) -> Path:
+    """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
+
+    With `resume`, continue from the directory's last checkpoint (config taken from it).
+    """
+    return Trainer(cfg, resume).run()

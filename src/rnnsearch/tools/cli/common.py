@@ -1,0 +1,36 @@
+"""What several commands share: reading input lines, drawing attention in a terminal."""
+
+from __future__ import annotations
+
+import sys
+
+from rnnsearch.io import DataError
+
+
+def read_input(path: str | None) -> list[str]:
+    from rnnsearch.io import EmptyFileError, read_lines
+
+    if path is None or path == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise DataError(f"<stdin>:{line}: invalid UTF-8") from None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [ln.rstrip("\r") for ln in lines]
+    try:
+        return read_lines(path)
+    except EmptyFileError:
+        return []
+
+
+def ascii_attention(tr) -> str:
+    shades = " .:-=+*#%@"
+    rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
+    for word, weights in zip(tr.tokens + ["</s>"], tr.attention or []):
+        cells = " ".join(f"{shades[min(9, int(w * 10))] * 4}" for w in weights)
+        rows.append(f"  {word[:6]:>6} {cells}")
+    return "\n".join(rows)

@@ -1,0 +1,76 @@
+"""`rnnsearch data` and `serve`: corpora in, translations out over HTTP."""
+
+from __future__ import annotations
+
+from rnnsearch.config import ConfigError
+from rnnsearch.io import DataError
+
+
+def add_data(sub) -> None:
+    p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256), list them, "
+                       "or split line-aligned files into train/valid/test")
+    p.add_argument("action", choices=["get", "list", "split"])
+    p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
+                   "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en")
+    p.add_argument("--dir", default="data", help="where the corpus folder is written (default ./data)")
+    p.add_argument("--cache", help="download cache (default $RNNSEARCH_CACHE or ~/.cache/rnnsearch)")
+    p.add_argument("--mirror", help="fetch the same paths from this base URL (or set $RNNSEARCH_MIRROR)")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept files without a pinned SHA-256")
+    p.add_argument("--retries", type=int, default=2, help="resume an interrupted download this many times")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--files", nargs="+",
+                   help="split: line-aligned files, source first (all.en.gz all.zh.gz ...); written to --dir "
+                        "as train/valid/test.<ext>, sentences with the same source in one split")
+    p.add_argument("--valid", type=int, default=1000,
+                   help="split: distinct source sentences held out for validation")
+    p.add_argument("--test", type=int, default=1000,
+                   help="split: distinct source sentences held out for test")
+    p.add_argument("--seed", type=int, default=1, help="split: shuffling seed")
+    p.set_defaults(func=cmd_data)
+
+
+def cmd_data(args) -> None:
+    from rnnsearch.tools.corpora import describe, get, split
+
+    if args.action == "list":
+        print(describe())
+        return
+    if args.action == "split":
+        if not args.files or args.name:
+            raise DataError("data split: give the line-aligned files with --files A B [...] (source first)")
+        counts = split(args.files, args.dir, valid=args.valid, test=args.test, seed=args.seed)
+        print(f"{args.dir}/: " + ", ".join(f"{k} {v:,} pairs" for k, v in counts.items()))
+        return
+    if not args.name:
+        raise DataError("data get: name a corpus (see `rnnsearch data list`)")
+    out = get(args.name, out_dir=args.dir, cache=args.cache, mirror=args.mirror,
+              allow_unpinned=args.allow_unpinned, retries=args.retries, progress=not args.no_progress)
+    print(f"{args.name}: verified and written to {out}/")
+
+
+def add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="HTTP API (POST /translate) and the live attention explorer (GET /)")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--beam", type=int, help="default beam size (default: the model's decode.beam)")
+    p.add_argument("--max-batch", type=int, default=32, help="sentences decoded together (1: no batching)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long a request waits for a batch to fill")
+    p.add_argument("--max-queue", type=int, default=512, help="queued sentences before answering 503")
+    p.add_argument("--max-sentences", type=int, default=64, help="sentences per request")
+    p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
+    p.add_argument("--lang", default="en", choices=["en", "zh"], help="labels of the live page")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> None:
+    from rnnsearch.tools.serve import Limits, serve
+
+    limits = Limits(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                    max_sentences=args.max_sentences, max_chars=args.max_chars)
+    if args.beam is not None and not 1 <= args.beam <= limits.max_beam:
+        raise ConfigError(f"serve: --beam must be from 1 to {limits.max_beam}, got {args.beam}")
+    serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
+          lang=args.lang)

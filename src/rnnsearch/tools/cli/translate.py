@@ -1,0 +1,134 @@
+"""`rnnsearch translate` and `evaluate`: using models."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rnnsearch.config import ConfigError
+from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
+from rnnsearch.tools.cli.common import read_input
+
+log = logging.getLogger("rnnsearch")
+
+
+def add_translate(sub) -> None:
+    p = sub.add_parser("translate", help="translate lines from stdin or a file")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
+    p.add_argument("--n-best", type=int, default=1,
+                   help="print N hypotheses per line as index<TAB>score<TAB>text")
+    p.add_argument("--batch-size", type=int, help="sentences per batch")
+    p.add_argument("--attention", metavar="FILE.jsonl",
+                   help="write attention of the best hypotheses as JSON lines")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="bf16 matrix products (faster on CPUs with AVX512-BF16; on GPUs fp32 decodes faster; "
+                   "default: decode.precision)")
+    p.set_defaults(func=cmd_translate)
+
+
+def cmd_translate(args) -> None:
+    from rnnsearch.engine.translate import load, write_attention_jsonl
+
+    model = load(args.model, device=args.device)
+    beam = args.beam if args.beam is not None else model.cfg.decode.beam
+    if beam < 1 or not 1 <= args.n_best <= beam:
+        raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
+                          f"--beam {beam}")
+    lines = read_input(args.input)
+    results = model.translate(lines, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
+                              attention=args.attention is not None, precision=args.precision)
+    if args.n_best > 1:
+        out = [f"{i}\t{t.score:.4f}\t{t.text}" for i, nb in enumerate(results) for t in nb]
+        best = [nb[0] for nb in results]
+    else:
+        out = [t.text for t in results]
+        best = results
+    text = "\n".join(out) + ("\n" if out else "")
+    if args.output:
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if args.attention:
+        write_attention_jsonl(args.attention, best)
+
+
+def add_evaluate(sub) -> None:
+    p = sub.add_parser("evaluate",
+                       help="translate a test set and score it with sacrebleu (BLEU, chrF, by length)")
+    p.add_argument("--model", action="append", help="model directory (repeat to compare systems)")
+    p.add_argument("--src", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--hyp", action="append", help="score this hypothesis file instead (repeatable)")
+    p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--tokenize", help="sacrebleu tokenizer (default: the model's data.bleu_tokenize, "
+                   "else 13a; zh for Chinese)")
+    p.add_argument("--by-length", action="store_true",
+                   help="BLEU per source-length bucket (paper Figure 2)")
+    p.add_argument("--buckets", default="10,20,30,40,50,60", help="bucket edges in source words")
+    p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
+    p.add_argument("--output", help="write the translations here (one --model)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--precision", choices=["fp32", "bf16"], help="bf16 matrix products while decoding")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def cmd_evaluate(args) -> None:
+    import time
+
+    from rnnsearch.engine.evaluate import bleu_by_length, no_unk_subset, score_corpus
+    from rnnsearch.engine.translate import load
+    from rnnsearch.tools.plotting import write_by_length
+
+    src, ref = read_aligned(args.src, args.ref)
+    if not args.model and not args.hyp:
+        raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
+    labels = list(args.label or [])
+    systems = []
+    tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
+    for model_dir in args.model or []:
+        model = load(model_dir, device=args.device)
+        tokenize = tokenize or model.cfg.data.bleu_tokenize
+        start = time.time()
+        translations = model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False,
+                                       precision=args.precision)
+        seconds = time.time() - start
+        hyp = [t.text for t in translations]
+        entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
+                 "precision": args.precision or model.cfg.decode.precision,
+                 "translate_seconds": round(seconds, 3),
+                 "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
+        if model.cfg.vocab.kind == "word":
+            keep = no_unk_subset(src, ref, model.src_tok, model.tgt_tok)
+            sub = score_corpus([hyp[i] for i in keep], [ref[i] for i in keep], tokenize)
+            entry.update(bleu_no_unk=sub["bleu"], sentences_no_unk=len(keep))
+        systems.append((entry, hyp))
+    for hyp_path in args.hyp or []:
+        hyp = read_lines(hyp_path)
+        check_aligned((hyp_path, hyp), (args.ref, ref))
+        systems.append(({"label": Path(hyp_path).name, "hyp": str(hyp_path)}, hyp))
+    results = []
+    for k, (entry, hyp) in enumerate(systems):
+        if k < len(labels):
+            entry["label"] = labels[k]
+        entry.update(score_corpus(hyp, ref, tokenize), sentences=len(src))
+        if args.by_length:
+            edges = [int(x) for x in args.buckets.split(",")]
+            entry["by_length"] = bleu_by_length(src, hyp, ref, edges, tokenize)
+        results.append(entry)
+    if args.output:
+        if len(systems) != 1:
+            raise DataError("--output writes one system's translations: give one --model")
+        atomic_write_text(args.output, "\n".join(systems[0][1]) + "\n")
+    if args.by_length and args.out:
+        for path in write_by_length(args.out, results):
+            log.info("wrote %s", path)
+    print(json.dumps(results[0] if len(results) == 1 else {"systems": results}, indent=2, ensure_ascii=False))
