@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import random
@@ -107,25 +108,55 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
-def attention_aer(model: Path, paths: dict, data: Path) -> dict:
+def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None) -> dict:
+    """AER of attention alignments on trial and test, for every method, threshold, row shift and
+    (with a reverse model) symmetrisation; the setting with the lowest trial AER is the one
+    reported for test."""
     gold = data / "hansards_naacl2003_align_gold"
+    methods = [("argmax", None), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
+    symmetrise = [None] + (["intersection", "union", "grow-diag-final-and"] if reverse else [])
     out = {}
     for split in ("trial", "test"):
         n = len(Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines())
-        for method, thr in (("argmax", None), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))):
+        for (method, thr), shift, sym in itertools.product(methods, (0, 1), symmetrise):
             cmd = [sys.executable, "-m", "rnnsearch", "align", "--model", str(model),
                    "--src", paths[f"{split}.fr"], "--tgt", paths[f"{split}.en"],
-                   "--gold", str(gold / f"{split}.wa.nonullalign"),
-                   "--gold-format", "naacl", "--method", method, "--device", "cpu"]
+                   "--gold", str(gold / f"{split}.wa.nonullalign"), "--gold-format", "naacl",
+                   "--method", method, "--shift", str(shift), "--device", "cpu"]
             if thr is not None:
                 cmd += ["--threshold", str(thr)]
+            if sym is not None:
+                cmd += ["--reverse-model", str(reverse), "--symmetrize", sym]
             res = json.loads(run(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT / "src"))).stdout)
-            out[f"{split}/{method}" + (f"@{thr}" if thr is not None else "")] = res
-        assert n == out[f"{split}/argmax"]["sentences"]
+            label = method + (f"@{thr}" if thr is not None else "") + f"/shift{shift}"
+            label += f"/{sym}" if sym else ""
+            out[f"{split}/{label}"] = res
+        assert n == out[f"{split}/argmax/shift0"]["sentences"]
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]
     return out
+
+
+def train_model(model: Path, paths: dict, src: str, tgt: str, args, env: dict) -> None:
+    """Train (or resume) the RNNsearch of one direction, src -> tgt ("fr"/"en"); finished runs are
+    left alone. With --steps the budget is total steps over every resume, else --minutes a call."""
+    base = [sys.executable, "-m", "rnnsearch", "train"]
+    limit = f"train.max_steps={args.steps}" if args.steps else f"train.max_minutes={args.minutes}"
+    overrides = ["--set", limit, "--set", "train.progress=false", "--set", f"train.threads={args.threads}"]
+    if (model / "DONE").exists():
+        done_at = json.loads((model / "DONE").read_text())["step"]
+        if not args.steps or done_at >= args.steps:
+            return
+    if (model / "train_state.safetensors").exists():
+        subprocess.run(base + ["--resume", str(model)] + overrides, check=True, env=env)
+        return
+    subprocess.run(base + [str(ROOT / "configs" / "hansards_fr_en.yaml"), "--model-dir", str(model),
+                           "--set", f"data.train_src={paths[f'train.{src}']}",
+                           "--set", f"data.train_tgt={paths[f'train.{tgt}']}",
+                           "--set", f"data.valid_src={paths[f'trial.{src}']}",
+                           "--set", f"data.valid_tgt={paths[f'trial.{tgt}']}"]
+                   + overrides, check=True, env=env)
 
 
 def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
@@ -172,7 +203,11 @@ def main() -> None:
                          "(default $RNNSEARCH_DATA, else ./data)")
     ap.add_argument("--work", default="runs/hansards")
     ap.add_argument("--sentences", type=int, default=310661, help="training pairs (subsample)")
-    ap.add_argument("--minutes", type=float, default=45.0, help="training wall-clock budget")
+    ap.add_argument("--minutes", type=float, default=45.0, help="training wall-clock budget of this call")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="training steps per model, in total over calls (resumable; 0: --minutes a call)")
+    ap.add_argument("--both-directions", action="store_true",
+                    help="also train English->French (model_en_fr) and score the symmetrised alignments")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--skip-eflomal", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
@@ -180,27 +215,18 @@ def main() -> None:
     data, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     paths = prepare(data, work, args.sentences, args.seed)
-    model = work / "model"
+    model, reverse = work / "model", (work / "model_en_fr" if args.both_directions else None)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    base = [sys.executable, "-m", "rnnsearch", "train"]
-    overrides = ["--set", f"train.max_minutes={args.minutes}", "--set", "train.progress=false",
-                 "--set", f"train.threads={args.threads}"]
     start = time.time()
-    if (model / "DONE").exists():
-        pass
-    elif (model / "train_state.safetensors").exists():
-        subprocess.run(base + ["--resume", str(model)] + overrides, check=True, env=env)
-    else:
-        subprocess.run(base + [str(ROOT / "configs" / "hansards_fr_en.yaml"), "--model-dir", str(model),
-                               "--set", f"data.train_src={paths['train.fr']}",
-                               "--set", f"data.train_tgt={paths['train.en']}",
-                               "--set", f"data.valid_src={paths['trial.fr']}",
-                               "--set", f"data.valid_tgt={paths['trial.en']}"]
-                       + overrides, check=True, env=env)
+    train_model(model, paths, "fr", "en", args, env)
+    if reverse is not None:
+        train_model(reverse, paths, "en", "fr", args, env)
     result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
               "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),
               "train_seconds_this_call": round(time.time() - start, 1),
-              "attention": attention_aer(model, paths, data)}
+              "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
+                        for m in (model, reverse) if m is not None},
+              "attention": attention_aer(model, paths, data, reverse)}
     if not args.skip_eflomal:
         result["eflomal"] = eflomal_aer(work, paths, data)
     print(json.dumps(result, indent=1))

@@ -79,3 +79,33 @@ def test_quick_reads_the_corpus_it_is_given_and_refuses_a_missing_one(tmp_path):
     # a corpus asked for by name never silently becomes the built-in one (a mis-carried copy on a device)
     with pytest.raises(SystemExit, match="has no train.de"):
         bench.load_corpus(tmp_path / "missing")
+
+
+def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
+    import os
+    import tempfile
+    import time
+
+    import curve
+
+    points = [2.0, 5.0]
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.time() - 600  # the run started ten minutes ago
+        files = []
+        for name, minute in (("a", 0.5), ("b", 1.9), ("c", 2.1), ("d", 4.0), ("e", 6.0)):
+            f = Path(tmp) / name
+            f.write_text(name)
+            os.utime(f, (start + minute * 60, start + minute * 60))
+            files.append(f)
+        curve.prune(files, start, points)
+        # the newest written by each point survives; the one past the last point goes
+        assert sorted(f.name for f in files if f.exists()) == ["b", "d"]
+        picks = curve.pick(files, start, points)
+        assert [(p, c.name) for p, c, _ in picks] == [(2.0, "b"), (5.0, "d")]
+        assert picks[0][2] == pytest.approx(1.9)
+    # linear from (0, 0) and between points; None if never reached
+    assert curve.minutes_to(30.0, [[2, 15.0], [5, 35.0]]) == pytest.approx(2 + 15 / 20 * 3)
+    assert curve.minutes_to(30.0, [[2, 40.0]]) == pytest.approx(1.5)
+    assert curve.minutes_to(30.0, [[2, 10.0], [5, None], [10, 20.0]]) is None
+    assert curve.split_system("opennmt@lr0.002") == ("opennmt", 0.002)
+    assert curve.split_system("rnnsearch") == ("rnnsearch", None)
