@@ -94,7 +94,9 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
 BENCH_CONFIG = {
     "model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 512},
     "vocab": {"kind": "bpe", "size": 8000},
-    "train": {"optimizer": "adam", "lr": 0.001, "clip_norm": 1.0, "batch_size": 64, "batching": "bucket"},
+    "train": {"optimizer": "adam", "lr": 0.001, "clip_norm": 1.0, "batch_size": 64, "batching": "bucket",
+              "precision": "fp32"},
+    "decode": {"precision": "fp32"},
 }
 SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 

@@ -119,8 +119,9 @@ class TrainConfig:
     save_every_minutes: float = 0.0  # also checkpoint (no validation) every N minutes of training; 0: off
     seed: int = 1234  # weights, batches and dropout are seeded
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler; auto: bf16 where it
+    # measures faster on this machine, else fp32 (engine/precision.py)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
     compile: bool = False
     threads: int = 0  # torch CPU threads; 0: torch's default
@@ -142,8 +143,9 @@ class DecodeConfig:
     batch_size: int = 128
     n_best: int = 1  # hypotheses returned per sentence (<= beam)
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
-    # bf16: matrix products in bf16 (autocast), log-softmax in fp32
-    precision: Literal["fp32", "bf16"] = "fp32"
+    # bf16: matrix products in bf16 (autocast), log-softmax in fp32; auto: bf16 where it
+    # measures faster on this machine, else fp32 (engine/precision.py)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
 
 
 @dataclass
@@ -182,10 +184,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "vocab": {"kind": "bpe", "size": 8000},
         "train": {"optimizer": "adam", "lr": 0.001, "batch_size": 64},
     },
-    "tiny": {
+    "tiny": {  # products this small gain nothing from bf16: fp32, the same on every machine
         "model": {"emb": 32, "hidden": 32, "align": 32, "maxout": 32},
         "vocab": {"kind": "word", "size": 1000},
-        "train": {"optimizer": "adam", "lr": 0.003, "batch_size": 32, "batching": "bucket"},
+        "train": {"optimizer": "adam", "lr": 0.003, "batch_size": 32, "batching": "bucket",
+                  "precision": "fp32"},
+        "decode": {"precision": "fp32"},
     },
 }
 

@@ -4,6 +4,7 @@
     data.py         reading parallel text, batching (the paper's sort-by-length or buckets)
     checkpoint.py   model directories: weights, config, vocabularies, resumable state
     distributed.py  the device and, under torchrun, the process group
+    precision.py    `precision: auto`: bf16 only where it measures faster here
     translate.py    Translator: sentences to translations, with attention
     evaluate.py     BLEU and chrF (sacrebleu), by length bucket
     alignment.py    attention as word alignment: links and AER

@@ -3,6 +3,7 @@ periodic validation (loss and BLEU), best/last checkpoints, early stopping, resu
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -34,6 +35,7 @@ from rnnsearch.engine.data import (
     read_parallel,
     target_tokens,
 )
+from rnnsearch.engine.precision import choose
 from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
 from rnnsearch.io import atomic_write_text
@@ -349,12 +351,48 @@ class Trainer:
         self.metrics = MetricsLog(self.model_dir, t.tensorboard, enabled=self.ctx.main)
         self.translator = Translator(cfg, self.model, self.src_tok, self.tgt_tok, self.device)
         # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
+        self.precision = self.resolve_precision()
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         self.autocast = torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.bad_in_row = 0  # non-finite updates in a row
         self.started = time.time() - self.state.seconds
         self.saved_at = self.state.seconds  # training seconds at the last timed save
+
+    def resolve_precision(self) -> str:
+        """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
+        if self.t.precision != "auto":
+            return self.t.precision
+        m = self.cfg.model
+        size = (f"{m.arch} emb {m.emb} hidden {m.hidden} align {m.align} maxout {m.maxout} "
+                f"vocab {len(self.src_tok)}/{len(self.tgt_tok)} batch {self.t.batch_size} {self.t.batch_by}")
+        chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
+        chosen = distributed.broadcast(chosen, self.ctx)
+        log.info("precision: %s (train.precision auto)", chosen)
+        return chosen
+
+    def _probe(self, precision: str) -> float:
+        """Seconds for three training steps in `precision` on a copy of the model; the run's own
+        weights, optimizer and random state are left as they were."""
+        t = self.t
+        model = copy.deepcopy(self.model)
+        optimizer = make_optimizer(self.cfg, model.parameters())
+        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, 0)[:3]
+        rng = torch.get_rng_state()
+        dtype = torch.bfloat16 if precision == "bf16" else None
+        start = time.perf_counter()
+        for idx in batches:
+            batch = collate([self.train_data.examples[i] for i in idx]).to(self.device)
+            with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+                logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+                loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        torch.set_rng_state(rng)
+        return time.perf_counter() - start
 
     def run(self) -> Path:
         """Train until a limit or a stopping rule; returns the model directory."""

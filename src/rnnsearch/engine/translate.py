@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data import iterate_sorted, normalize, pad
 from rnnsearch.engine.distributed import resolve_device
+from rnnsearch.engine.precision import choose
 from rnnsearch.engine.vocab import PAD
 from rnnsearch.nn.search import SearchOptions, search_stream
 
@@ -50,6 +52,37 @@ class Translator:
 
     def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device):
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
+        self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
+
+    def resolve_precision(self, precision: Optional[str] = None) -> str:
+        """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
+        faster here (engine/precision.py), once."""
+        precision = precision or self.cfg.decode.precision
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+        if precision != "auto":
+            return precision
+        if self._auto_precision is None:
+            self._auto_precision = choose("decode", self.device, self._size(), self._probe)
+        return self._auto_precision
+
+    def _size(self) -> str:
+        m = self.cfg.model
+        return (f"{m.arch} emb {m.emb} hidden {m.hidden} align {m.align} maxout {m.maxout} "
+                f"vocab {len(self.src_tok)}/{len(self.tgt_tok)} beam {self.cfg.decode.beam}")
+
+    def _probe(self, precision: str) -> float:
+        """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""
+        g = torch.Generator().manual_seed(0)
+        pieces = torch.randint(4, len(self.src_tok), (32, 16), generator=g).tolist()
+        options = SearchOptions(self.cfg.decode.beam, self.cfg.decode.alpha, self.cfg.decode.max_len_ratio,
+                                with_attention=False)
+        start = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            self._decode(pieces, options, 32)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
 
     def source_ids(self, text: str) -> list[int]:
         """The source pieces the model reads for `text`, in reading order: the text normalised
@@ -93,9 +126,7 @@ class Translator:
             for start in range(0, len(ids), limit):
                 pieces.append(ids[start:start + limit])
                 owner.append(k)
-        precision = precision or d.precision
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+        precision = self.resolve_precision(precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             options = SearchOptions(beam, d.alpha if alpha is None else alpha,

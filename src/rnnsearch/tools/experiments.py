@@ -146,8 +146,8 @@ def _base(corpus: str, paths: dict, minutes: float, steps: int, seed: int) -> di
         "model": dict(SIZE, dropout_emb=0.2, dropout_hidden=0.2, dropout_readout=0.2),
         "train": {"optimizer": "adam", "lr": 0.002, "batch_size": 64, "batching": "bucket",
                   "max_epochs": 1000, **budget, "valid_every": 0 if word else 400, "seed": seed,
-                  "progress": False},
-        "decode": {"beam": 5},
+                  "progress": False, "precision": "fp32"},  # every system alike (--set may change it)
+        "decode": {"beam": 5, "precision": "fp32"},
     }
 
 

@@ -20,8 +20,9 @@ def add_train(sub) -> None:
                    help="override, e.g. --set model.hidden=256")
     p.add_argument("--model-dir", help="output directory (overrides model_dir)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"],
-                   help="mixed precision (autocast): GPUs, and bf16 on CPUs with AVX512-BF16")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="mixed precision (autocast): GPUs, and bf16 on CPUs with AVX512-BF16/AMX; auto (the "
+                        "default for new configs): bf16 only where it measures faster here")
     p.set_defaults(func=cmd_train)
 
 

@@ -26,9 +26,9 @@ def add_translate(sub) -> None:
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["fp32", "bf16"],
-                   help="bf16 matrix products (faster on CPUs with AVX512-BF16; on GPUs fp32 decodes faster; "
-                   "default: decode.precision)")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+                   help="bf16 matrix products; auto: bf16 only where it measures faster here (default: "
+                   "decode.precision)")
     p.set_defaults(func=cmd_translate)
 
 
@@ -77,7 +77,8 @@ def add_evaluate(sub) -> None:
     p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
     p.add_argument("--output", help="write the translations here (one --model)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["fp32", "bf16"], help="bf16 matrix products while decoding")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+                   help="bf16 matrix products while decoding (auto: where faster here)")
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -103,7 +104,7 @@ def cmd_evaluate(args) -> None:
         seconds = time.time() - start
         hyp = [t.text for t in translations]
         entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
-                 "precision": args.precision or model.cfg.decode.precision,
+                 "precision": model.resolve_precision(args.precision),
                  "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word":

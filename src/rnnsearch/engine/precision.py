@@ -1,0 +1,89 @@
+"""``precision: auto``: bf16 matrix products only where they measure faster on this machine.
+
+bf16 is not faster everywhere: a CPU without bf16 matrix units (no AVX512-BF16, no AMX)
+converts and emulates, and even with them small products and the casts around them can cost
+more than they save (docs/benchmarks.md has both cases). So ``auto`` is fp32 without measuring
+where the hardware has no bf16 units, and elsewhere times the real work both ways the first
+time — a few decoding passes, or a few training steps on a copy of the model — and keeps the
+faster. The verdict is cached per machine, torch version and model size in
+``$RNNSEARCH_CACHE/precision.json`` (default ``~/.cache/rnnsearch``), so the probe runs once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rnnsearch.io import atomic_write_text
+
+log = logging.getLogger("rnnsearch")
+
+MARGIN = 1.05  # bf16 must be this much faster: a tie keeps fp32's exact products
+
+
+def cache_file() -> Path:
+    return Path(os.environ.get("RNNSEARCH_CACHE") or Path.home() / ".cache" / "rnnsearch") / "precision.json"
+
+
+def cpu_info() -> tuple[str, set[str]]:
+    """The CPU's model name and feature flags, from /proc/cpuinfo (empty where there is none)."""
+    name, flags = platform.processor() or platform.machine(), set[str]()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return name, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            name = value.strip()
+        elif key.strip() == "flags":
+            flags = set(value.split())
+    return name, flags
+
+
+def has_bf16_units(device: torch.device) -> bool:
+    """Whether bf16 products can be fast here at all: a GPU that supports bf16, or a CPU with
+    AVX512-BF16 or AMX-BF16."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_info()[1])
+
+
+def machine(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_info()[0]
+
+
+def choose(kind: str, device: torch.device, size: str, timer: Callable[[str], float]) -> str:
+    """fp32 or bf16 for `kind` ("train" or "decode") of a model of `size` on `device`.
+    `timer(precision)` runs the work once and returns its seconds; each precision is timed
+    twice, interleaved, and the faster run of each compared."""
+    if not has_bf16_units(device):
+        return "fp32"
+    key = f"{kind} | {machine(device)} | torch {torch.__version__} | {size}"
+    path = cache_file()
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if cache.get(key) in ("fp32", "bf16"):
+        return cache[key]
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for _ in range(2):
+        for precision in times:
+            times[precision].append(timer(precision))
+    fp32, bf16 = min(times["fp32"]), min(times["bf16"])
+    choice = "bf16" if fp32 > bf16 * MARGIN else "fp32"
+    log.info("precision auto (%s): %s (a probe took %.3fs in fp32, %.3fs in bf16; cached in %s)",
+             kind, choice, fp32, bf16, path)
+    cache[key] = choice
+    try:
+        atomic_write_text(path, json.dumps(cache, indent=1) + "\n")
+    except OSError as e:  # a read-only home: measure again next time
+        log.warning("precision auto: could not cache the choice in %s (%s)", path, e)
+    return choice
