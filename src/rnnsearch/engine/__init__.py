@@ -7,7 +7,7 @@
     precision.py    `precision: auto`: bf16 only where it measures faster here
     translate.py    Translator: sentences to translations, with attention
     evaluate.py     BLEU and chrF (sacrebleu), by length bucket
-    alignment.py    attention as word alignment: links and AER
+    alignment.py    attention as word alignment: links, symmetrisation, AER
     train.py        the training loop
 
 Imports run downwards only: engine/ uses nn/ and the root modules, never tools/.
