@@ -71,7 +71,7 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, *, beam: int =
     result (a log-probability only falls as its hypothesis grows, so nothing still growing can
     overtake a finished one), so there the search stops early (early_stop=None, the default). With
     length normalisation a growing hypothesis can overtake, and on Multi30k stopping early cost
-    0.4-0.75 BLEU (docs/benchmarks.md), so by default the search goes on.
+    BLEU (docs/benchmarks.md has how much), so by default the search goes on.
     """
     size = max(1, batch_size or src.size(0))
     chunks = (_trim(src[i:i + size], src_mask[i:i + size]) for i in range(0, src.size(0), size))

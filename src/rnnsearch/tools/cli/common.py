@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from rnnsearch.io import DataError
+from rnnsearch.io import DataError, EmptyFileError, read_lines
 
 
 def read_input(path: str | None) -> list[str]:
-    from rnnsearch.io import EmptyFileError, read_lines
-
+    """The lines of `path`, or of standard input for None or "-" (UTF-8; an empty file: none)."""
     if path is None or path == "-":
         data = sys.stdin.buffer.read()
         try:
@@ -28,6 +27,7 @@ def read_input(path: str | None) -> list[str]:
 
 
 def ascii_attention(tr) -> str:
+    """A translation's attention as a block of shaded characters, one row per target word."""
     shades = " .:-=+*#%@"
     rows = [" " * 9 + " ".join(f"{s[:4]:>4}" for s in tr.source_tokens)]
     for word, weights in zip(tr.tokens + ["</s>"], tr.attention or []):
