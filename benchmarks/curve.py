@@ -274,15 +274,20 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     labels = {"rnnsearch": "rnnsearch (configs/multi30k_de_en_cpu.yaml)",
-              "rnnsearch-bench": "rnnsearch (benchmark model, no regularisation)",
+              "rnnsearch-bench": "rnnsearch, the anchors' model, no regularisation",
               "opennmt": "OpenNMT-py 3.5.1", "joeynmt": "JoeyNMT 2.3.0"}
+
+    def label(name: str) -> str:
+        base, lr = split_system(name)
+        return labels.get(base, base) + (f", Adam {lr:g}" if lr else "")
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     for name, s in result["systems"].items():
         pts = [(m, b) for m, b in s["points"] if b is not None]
-        ax.plot([0] + [m for m, _ in pts], [0] + [b for _, b in pts], marker="o",
-                label=labels.get(name, name))
+        ax.plot([0] + [m for m, _ in pts], [0] + [b for _, b in pts], marker="o", label=label(name))
     ax.axhline(30, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel(f"training wall-clock, minutes ({result['threads']} thread(s) a system)")
+    threads = "1 thread" if result["threads"] == 1 else f"{result['threads']} threads"
+    ax.set_xlabel(f"training wall-clock, minutes ({threads} a system, {result['jobs']} at a time)")
     ax.set_ylabel("BLEU, test_2016_flickr, beam 5")
     ax.set_title(f"Multi30k De→En on {result['machine']}", fontsize=10)
     ax.grid(alpha=0.3)
