@@ -27,14 +27,14 @@ def test_fused_loss_and_gradient_equal_torch_cross_entropy(smoothing):
     a = sequence_loss(ours, target, smoothing)
     b = F.cross_entropy(theirs.reshape(-1, 11), target.reshape(-1), ignore_index=PAD, reduction="sum",
                         label_smoothing=smoothing)
-    assert float(a) == pytest.approx(float(b), rel=1e-12)
+    assert a.item() == pytest.approx(b.item(), rel=1e-12)
     (0.37 * a).backward()
     (0.37 * b).backward()
     assert torch.allclose(ours.grad, theirs.grad, atol=1e-12)
     assert (ours.grad[target == PAD] == 0).all()  # padding gets no gradient
     # the packed form (real tokens only) gives the same loss
     real = target != PAD
-    assert float(sequence_loss(logits[real], target[real], smoothing)) == pytest.approx(float(b), rel=1e-12)
+    assert float(sequence_loss(logits[real], target[real], smoothing)) == pytest.approx(b.item(), rel=1e-12)
 
 
 def test_fused_loss_passes_gradcheck_and_stays_finite_when_the_target_is_improbable():
