@@ -45,7 +45,7 @@ DEMO_SETTINGS = {
         "word_dropout": 0.3,  # hide source words so context cannot stand in for them
         "dropout_state": 0.4,  # noisy memory: a word is read best where it stands
         "word_dropout_target": 0.25,  # hide the previous Chinese word: 个 no longer gives away 苹果, so look
-        "init": "paper",  # the recipe was tuned with Appendix B's initialisation
+        "init": "paper",  # tuned with Appendix B; uniform took more steps and failed a check (docs/demo.md)
     },
     "vocab": {"kind": "word", "size": 1000, "joint": False},
     "train": {"optimizer": "adam", "lr": 0.003, "batch_size": 64, "batching": "bucket",
