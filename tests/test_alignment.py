@@ -143,5 +143,4 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
         # one link per target word, whichever row is read
         assert sorted(j for _, j in found["shifted"][0][k]) == list(range(len(tgt[k].split())))
     assert found["gdfa"][1]["symmetrize"] == "grow-diag-final-and" and found["shifted"][1]["shift"] == 1
-    assert found["intersection"][1]["precision"] >= found["union"][1]["precision"]
-    assert found["intersection"][1]["recall"] <= found["union"][1]["recall"]
+    assert found["intersection"][1]["recall"] <= found["union"][1]["recall"]  # recall only grows with links
