@@ -102,3 +102,8 @@ def read_aligned(*paths: str | Path) -> list[list[str]]:
     texts = [read_lines(p) for p in paths]
     check_aligned(*zip(map(str, paths), texts))
     return texts
+
+
+def default_cache() -> Path:
+    """Where rnnsearch keeps downloads and measured choices: $RNNSEARCH_CACHE, else ~/.cache/rnnsearch."""
+    return Path(os.environ.get("RNNSEARCH_CACHE") or Path.home() / ".cache" / "rnnsearch")

@@ -11,16 +11,17 @@ faster. The verdict is cached per machine, torch version and model size in
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import os
 import platform
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from rnnsearch.io import atomic_write_text
+from rnnsearch.config import Config
+from rnnsearch.io import atomic_write_text, default_cache
 
 log = logging.getLogger("rnnsearch")
 
@@ -28,9 +29,17 @@ MARGIN = 1.05  # bf16 must be this much faster: a tie keeps fp32's exact product
 
 
 def cache_file() -> Path:
-    return Path(os.environ.get("RNNSEARCH_CACHE") or Path.home() / ".cache" / "rnnsearch") / "precision.json"
+    return default_cache() / "precision.json"
 
 
+def model_size(cfg: Config, src_vocab: int, tgt_vocab: int, work: str) -> str:
+    """The part of a cache key that says which model and work a verdict is for."""
+    m = cfg.model
+    return (f"{m.arch} emb {m.emb} hidden {m.hidden} align {m.align} maxout {m.maxout} "
+            f"vocab {src_vocab}/{tgt_vocab} {work}")
+
+
+@functools.cache
 def cpu_info() -> tuple[str, set[str]]:
     """The CPU's model name and feature flags, from /proc/cpuinfo (empty where there is none)."""
     name, flags = platform.processor() or platform.machine(), set[str]()

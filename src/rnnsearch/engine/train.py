@@ -35,7 +35,7 @@ from rnnsearch.engine.data import (
     read_parallel,
     target_tokens,
 )
-from rnnsearch.engine.precision import choose
+from rnnsearch.engine.precision import choose, model_size
 from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
 from rnnsearch.io import atomic_write_text
@@ -363,9 +363,8 @@ class Trainer:
         """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
         if self.t.precision != "auto":
             return self.t.precision
-        m = self.cfg.model
-        size = (f"{m.arch} emb {m.emb} hidden {m.hidden} align {m.align} maxout {m.maxout} "
-                f"vocab {len(self.src_tok)}/{len(self.tgt_tok)} batch {self.t.batch_size} {self.t.batch_by}")
+        work = f"batch {self.t.batch_size} {self.t.batch_by}"
+        size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), work)
         chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
         chosen = distributed.broadcast(chosen, self.ctx)
         log.info("precision: %s (train.precision auto)", chosen)

@@ -20,7 +20,7 @@ import torch
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data import iterate_sorted, normalize, pad
 from rnnsearch.engine.distributed import resolve_device
-from rnnsearch.engine.precision import choose
+from rnnsearch.engine.precision import choose, model_size
 from rnnsearch.engine.vocab import PAD
 from rnnsearch.nn.search import SearchOptions, search_stream
 
@@ -63,13 +63,9 @@ class Translator:
         if precision != "auto":
             return precision
         if self._auto_precision is None:
-            self._auto_precision = choose("decode", self.device, self._size(), self._probe)
+            size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), f"beam {self.cfg.decode.beam}")
+            self._auto_precision = choose("decode", self.device, size, self._probe)
         return self._auto_precision
-
-    def _size(self) -> str:
-        m = self.cfg.model
-        return (f"{m.arch} emb {m.emb} hidden {m.hidden} align {m.align} maxout {m.maxout} "
-                f"vocab {len(self.src_tok)}/{len(self.tgt_tok)} beam {self.cfg.decode.beam}")
 
     def _probe(self, precision: str) -> float:
         """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rnnsearch.io import DataError, atomic_write, atomic_write_text, read_lines
+from rnnsearch.io import DataError, atomic_write, atomic_write_text, default_cache, read_lines
 
 log = logging.getLogger("rnnsearch")
 
@@ -244,10 +244,6 @@ ALIASES = {"tatoeba": "tatoeba-cmn-eng", "europarl": "europarl-it-en", "wmt14": 
 
 class DownloadError(DataError):
     """A download that failed or did not verify; the message says what to do."""
-
-
-def default_cache() -> Path:
-    return Path(os.environ.get("RNNSEARCH_CACHE") or Path.home() / ".cache" / "rnnsearch")
 
 
 def sha256_file(path: Path) -> str:
