@@ -41,9 +41,9 @@ import anchors  # noqa: E402
 
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
 from rnnsearch.engine.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
-from rnnsearch.engine.train import make_optimizer, sequence_loss  # noqa: E402
+from rnnsearch.engine.train import batch_loss, make_optimizer  # noqa: E402
 from rnnsearch.engine.translate import Translator  # noqa: E402
-from rnnsearch.engine.vocab import PAD, build_tokenizers  # noqa: E402
+from rnnsearch.engine.vocab import build_tokenizers  # noqa: E402
 from rnnsearch.nn.model import build_model  # noqa: E402
 
 
@@ -156,8 +156,7 @@ def quick(args) -> None:
         n_tgt = target_tokens(examples)
         batch = collate(examples).to(device)
         with autocast:
-            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD]) / n_tgt
+            loss = batch_loss(model, batch) / n_tgt
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -100,6 +100,13 @@ def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: f
     return _SummedCrossEntropy.apply(logits, target, float(label_smoothing))
 
 
+def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """The summed loss of a collated batch: teacher-forced logits on the real target tokens only
+    (``packed=True``), then :func:`sequence_loss`."""
+    logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+    return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
+
+
 class MetricsLog:
     """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
 
@@ -383,8 +390,7 @@ class Trainer:
         for idx in batches:
             batch = collate([self.train_data.examples[i] for i in idx]).to(self.device)
             with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
-                logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-                loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD])
+                loss = batch_loss(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -469,8 +475,7 @@ class Trainer:
         mine, real = distributed.shard(examples, self.ctx)
         batch = collate(mine).to(self.device)
         with self.autocast:
-            logits, _ = self.net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-            loss = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], self.t.label_smoothing)
+            loss = batch_loss(self.net, batch, self.t.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
         self.scaler.scale(loss * (self.ctx.world * real) / n_tok).backward()
