@@ -177,6 +177,21 @@ def test_gradients_match_finite_differences(score):
     assert torch.autograd.gradcheck(loss, tuple(params.values()), eps=1e-6, atol=1e-5)
 
 
+def test_set_dropout_switches_every_dropout():
+    rates = dict(dropout_emb=0.3, dropout_hidden=0.3, dropout_readout=0.3, dropout_state=0.3,
+                 dropout_dec_state=0.3)
+    model = tiny_model(seed=3, **rates)
+    src, mask = random_batch([6, 4])
+    tgt = teacher_inputs(2, 5)
+    plain = model(src, mask, tgt)[0]  # eval mode
+    model.train()
+    model.set_dropout(False)  # training mode, no dropout anywhere: exactly the eval output
+    assert torch.equal(model(src, mask, tgt)[0], plain)
+    model.set_dropout(True)
+    assert not torch.allclose(model(src, mask, tgt)[0], plain)
+    assert model.drop_emb.p == 0.3 and model.state_dropout == 0.3 and model.dec_state_dropout == 0.3
+
+
 @pytest.mark.parametrize("option", ["dropout_state", "dropout_dec_state"])
 def test_state_dropout_is_training_only_and_keeps_attention_a_distribution(option):
     plain = tiny_model(seed=3)

@@ -70,11 +70,12 @@ def test_translation_api_shapes(reverse_model):
 def test_resume_reaches_the_same_weights(tmp_path):
     # dropout and word dropout on, so the RNG state has to be restored too
     kw = dict(max_epochs=3, batch_size=64)
-    straight = toy_config(tmp_path, "straight", **kw)
+    # dropout switches on after the cut at step 30 (train.dropout_start): resumed runs must switch too
+    straight = toy_config(tmp_path, "straight", dropout_start=40, **kw)
     straight.model.dropout_emb = straight.model.dropout_readout = 0.2
     straight.model.word_dropout = 0.1
     train(straight)
-    cut = toy_config(tmp_path, "cut", max_steps=30, keep_last=2, valid_every=10, **kw)
+    cut = toy_config(tmp_path, "cut", max_steps=30, keep_last=2, valid_every=10, dropout_start=40, **kw)
     cut.model = straight.model
     train(cut)
     with pytest.raises(CheckpointError, match="--resume"):
@@ -87,6 +88,24 @@ def test_resume_reaches_the_same_weights(tmp_path):
     b = load_file(str(tmp_path / "cut" / "last.safetensors"))
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def test_dropout_start_trains_unregularised_first(tmp_path):
+    # every dropout configured, but off for all 20 steps: the same weights as a run without any
+    kw = dict(max_steps=20, max_epochs=0, batch_size=64, log_every=5)
+    plain = toy_config(tmp_path, "plain", **kw)
+    late = toy_config(tmp_path, "late", dropout_start=20, **kw)
+    late.model.dropout_emb = late.model.dropout_readout = late.model.dropout_dec_state = 0.3
+    late.model.word_dropout = 0.2
+    early = toy_config(tmp_path, "early", dropout_start=10, **kw)
+    early.model = late.model
+    for cfg in (plain, late, early):
+        train(cfg)
+    a, b, c = (load_file(str(tmp_path / n / "last.safetensors")) for n in ("plain", "late", "early"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # from step 10 on, the dropouts apply
+    with pytest.raises(ConfigError, match="train.dropout_start"):
+        toy_config(tmp_path, "bad", dropout_start=-1)
 
 
 def test_timed_saves_checkpoint_without_validating(tmp_path):

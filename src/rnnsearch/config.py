@@ -99,6 +99,9 @@ class TrainConfig:
     weight_decay: float = 0.0  # L2 penalty in the optimizer
     clip_norm: float = 1.0  # clip the gradient's global norm to this (paper: 1); 0: off
     label_smoothing: float = 0.0  # share of probability spread over the vocabulary in the loss
+    # steps trained with every model.dropout_* and word dropout off before they apply ("late
+    # dropout"): a small corpus is learned fastest unregularised, then dropout keeps it from overfitting
+    dropout_start: int = 0
     batch_size: int = 80  # sentences, or target tokens when batch_by == "tokens"
     batch_by: Literal["sentences", "tokens"] = "sentences"  # what batch_size counts
     batching: Literal["paper", "bucket", "random"] = "paper"  # how pairs are grouped into batches
@@ -289,6 +292,7 @@ def _validate(cfg: Config, source: str) -> None:
     need(0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
     need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
+    need(t.dropout_start >= 0, "train.dropout_start", "must be >= 0 (0: dropout from the first step)")
     need(t.max_epochs >= 0 and t.max_steps >= 0, "train.max_epochs", "limits must be >= 0")
     need(t.max_epochs > 0 or t.max_steps > 0 or t.max_minutes > 0, "train.max_epochs",
          "0 with no train.max_steps or train.max_minutes would train forever: set one of them")

@@ -99,12 +99,22 @@ class RNNsearch(nn.Module):
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
+        self.set_dropout(True)
         # compile_step() sets it (train.compile)
         self._compiled_step: Optional[Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = None
         init_weights_(self, cfg.init, cfg.init_scale)
         with torch.no_grad():  # keep <pad> rows zero after initialisation
             self.src_emb.weight[PAD].zero_()
             self.tgt_emb.weight[PAD].zero_()
+
+    def set_dropout(self, on: bool) -> None:
+        """Every dropout of the model at its configured rate (on) or at 0 (off); the trainer keeps
+        them off for the first ``train.dropout_start`` steps ("late dropout", Liu et al. 2023)."""
+        c = self.cfg
+        self.drop_emb.p, self.drop_hidden.p, self.drop_readout.p = (
+            (c.dropout_emb, c.dropout_hidden, c.dropout_readout) if on else (0.0, 0.0, 0.0))
+        self.state_dropout = c.dropout_state if on else 0.0
+        self.dec_state_dropout = c.dropout_dec_state if on else 0.0
 
     # -- encoder ---------------------------------------------------------------
     @property
@@ -122,7 +132,7 @@ class RNNsearch(nn.Module):
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         """Annotations h_j = [→h_j; ←h_j] (Appendix A.2.1) and s_0 = tanh(W_s ←h_1)."""
         x = self.drop_emb(self.src_emb(src))  # E x_j, shared by both directions
-        fwd, bwd = run_bidirectional(self.enc_fwd, self.enc_bwd, x, src_mask, self.cfg.dropout_state)
+        fwd, bwd = run_bidirectional(self.enc_fwd, self.enc_bwd, x, src_mask, self.state_dropout)
         annotations = torch.cat([fwd, bwd], -1)
         if self.cfg.init_state == "mean":  # dl4mt/Nematus: mean of the annotations
             keep = src_mask.unsqueeze(-1).to(annotations.dtype)
@@ -170,8 +180,8 @@ class RNNsearch(nn.Module):
             x_proj = x_proj + self.C(enc.context).unsqueeze(1)
         s, read_states, contexts, alphas = enc.state, [], [], []
         drop = None  # dropout_dec_state: one mask per sentence on the decoder's carried state
-        if self.training and self.cfg.dropout_dec_state > 0:
-            keep = 1.0 - self.cfg.dropout_dec_state
+        if self.training and self.dec_state_dropout > 0:
+            keep = 1.0 - self.dec_state_dropout
             drop = torch.bernoulli(s.new_full(s.shape, keep)) / keep
         recurrent = self.decoder.recurrent()  # U split once, outside the loop
         # unbind, not x_proj[:, i]: the backward of T selects would zero-fill T full copies
@@ -253,12 +263,12 @@ class RNNencdec(RNNsearch):
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         x = self.drop_emb(self.src_emb(src))
-        if can_fuse(self.enc_fwd, src_mask, self.cfg.dropout_state):
+        if can_fuse(self.enc_fwd, src_mask, self.state_dropout):
             _, (last,) = fused_run([self.enc_fwd], x, src_mask)
         else:
             h0 = x.new_zeros(src.size(0), self.cfg.hidden)
             # h_Tx: padded steps carry the state, so the final state is the last real word's
-            _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0, state_dropout=self.cfg.dropout_state)
+            _, last = self.enc_fwd.run(self.enc_fwd.W(x), src_mask, h0, state_dropout=self.state_dropout)
         context = self.drop_hidden(torch.tanh(self.V(last)))
         return Encoded(None, None, context, src_mask, torch.tanh(self.V_s(context)))
 
