@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import torch
 
+from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data import iterate_sorted, normalize, pad
 from rnnsearch.engine.distributed import resolve_device
@@ -53,6 +54,8 @@ class Translator:
     def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device):
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
         self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
+        self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
+        self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
 
     def resolve_precision(self, precision: Optional[str] = None) -> str:
         """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
@@ -60,6 +63,8 @@ class Translator:
         precision = precision or self.cfg.decode.precision
         if precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+        if self.quantized != "none":  # int8 products; what is left (softmaxes, gates) stays fp32
+            return "fp32"
         if precision != "auto":
             return precision
         if self._auto_precision is None:
@@ -211,11 +216,23 @@ class Translator:
         return out
 
 
-def load(model_dir: str | Path, device: str = "auto") -> Translator:
-    """Load a model directory written by ``rnnsearch train``."""
+def load(model_dir: str | Path, device: str = "auto", quantize: str = "none") -> Translator:
+    """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
+    int8 matrix products on the CPU (engine/quantize.py), the files on disk untouched."""
+    from rnnsearch.engine.quantize import KINDS, quantize_int8_
+
+    if quantize not in KINDS:
+        raise ConfigError(f"quantize must be one of {', '.join(KINDS)}, got {quantize!r}")
     dev = resolve_device(device)
+    if quantize != "none" and dev.type != "cpu":
+        raise ConfigError(f"--quantize {quantize} decodes on the CPU; the model was to load on {dev} "
+                         "(give --device cpu)")
     cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
-    return Translator(cfg, model, src_tok, tgt_tok, dev)
+    translator = Translator(cfg, model, src_tok, tgt_tok, dev)
+    if quantize == "int8":
+        quantize_int8_(model)
+        translator.quantized = quantize
+    return translator
 
 
 def write_attention_jsonl(path: str | Path, translations: list[Translation]) -> None:

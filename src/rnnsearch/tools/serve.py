@@ -237,7 +237,8 @@ def _model_info(translator, default_beam: int, limits: Limits) -> dict:
     return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
             "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
                       "target": len(translator.tgt_tok)},
-            "parameters": translator.model.num_parameters(), "device": str(translator.device),
+            "parameters": translator.parameters, "device": str(translator.device),
+            "quantize": translator.quantized,
             "decode": {"beam": default_beam, "alpha": translator.cfg.decode.alpha,
                        "max_len_ratio": translator.cfg.decode.max_len_ratio},
             "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
@@ -353,7 +354,8 @@ def create_app(translator, limits: Limits | None = None, beam: int | None = None
     return app
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
-          device: str = "auto", limits: Limits | None = None, lang: str = "en") -> None:
+          device: str = "auto", limits: Limits | None = None, lang: str = "en",
+          quantize: str = "none") -> None:
     try:
         import uvicorn
     except ImportError:
@@ -362,7 +364,7 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int |
         raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
     from rnnsearch.engine.translate import load
 
-    translator = load(model_dir, device=device)
+    translator = load(model_dir, device=device, quantize=quantize)
     app = create_app(translator, limits, beam, lang)
     log.info("serving %s on http://%s:%d/ (explorer at /, API at POST /translate)", model_dir, host, port)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -26,6 +26,13 @@ def read_input(path: str | None) -> list[str]:
         return []
 
 
+def add_quantize(p) -> None:
+    """--quantize: int8 decoding for translate, evaluate and serve."""
+    p.add_argument("--quantize", choices=["none", "int8"], default="none",
+                   help="int8: the decoder's matrix products in int8, quantised at load (CPU only; the "
+                   "model directory is unchanged; docs/benchmarks.md has its speed and BLEU)")
+
+
 def ascii_attention(tr) -> str:
     """A translation's attention as a block of shaded characters, one row per target word."""
     shades = " .:-=+*#%@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rnnsearch.config import ConfigError
 from rnnsearch.io import DataError
+from rnnsearch.tools.cli.common import add_quantize
 
 
 def add_data(sub) -> None:
@@ -62,6 +63,7 @@ def add_serve(sub) -> None:
     p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
     p.add_argument("--lang", default="en", choices=["en", "zh"], help="labels of the live page")
     p.add_argument("--device", default="auto")
+    add_quantize(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -73,4 +75,4 @@ def cmd_serve(args) -> None:
     if args.beam is not None and not 1 <= args.beam <= limits.max_beam:
         raise ConfigError(f"serve: --beam must be from 1 to {limits.max_beam}, got {args.beam}")
     serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
-          lang=args.lang)
+          lang=args.lang, quantize=args.quantize)

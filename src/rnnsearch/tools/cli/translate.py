@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rnnsearch.config import ConfigError
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
-from rnnsearch.tools.cli.common import read_input
+from rnnsearch.tools.cli.common import add_quantize, read_input
 
 log = logging.getLogger("rnnsearch")
 
@@ -29,13 +29,14 @@ def add_translate(sub) -> None:
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
                    help="bf16 matrix products; auto: bf16 only where it measures faster here (default: "
                    "decode.precision)")
+    add_quantize(p)
     p.set_defaults(func=cmd_translate)
 
 
 def cmd_translate(args) -> None:
     from rnnsearch.engine.translate import load, write_attention_jsonl
 
-    model = load(args.model, device=args.device)
+    model = load(args.model, device=args.device, quantize=args.quantize)
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
@@ -79,6 +80,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
                    help="bf16 matrix products while decoding (auto: where faster here)")
+    add_quantize(p)
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -96,7 +98,7 @@ def cmd_evaluate(args) -> None:
     systems = []
     tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
     for model_dir in args.model or []:
-        model = load(model_dir, device=args.device)
+        model = load(model_dir, device=args.device, quantize=args.quantize)
         tokenize = tokenize or model.cfg.data.bleu_tokenize
         start = time.time()
         translations = model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False,
@@ -104,7 +106,7 @@ def cmd_evaluate(args) -> None:
         seconds = time.time() - start
         hyp = [t.text for t in translations]
         entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
-                 "precision": model.resolve_precision(args.precision),
+                 "precision": model.resolve_precision(args.precision), "quantize": args.quantize,
                  "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word":

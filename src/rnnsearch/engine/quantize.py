@@ -1,0 +1,95 @@
+"""``--quantize int8``: dynamic int8 matrix products for decoding on a CPU.
+
+A decoding step multiplies small batches (the beam's hypotheses) by the decoder's weight
+matrices; on a CPU those products dominate it. Int8 decoding replaces each of them by an int8
+product: the weights are quantised once when the model is loaded (symmetric, one scale per
+output row), the activations on the fly from their own range (per product), and the int32 sum
+is scaled back to fp32. The model directory is unchanged: quantising happens at load.
+
+What is quantised is what runs once per target word: the decoder GRU (its input side W and
+recurrent U, through the project's own GRU code), the context projection C, the attention
+query W_a (or W_g), the deep output U_o, V_o, C_o and the output layer W_o. The encoder and
+the attention keys run once per sentence and stay fp32, and so do softmaxes and the elementwise
+gates. The kernels are PyTorch's fbgemm/oneDNN dynamic linear (``torch.ops.quantized``, the
+engine ``torch.backends.quantized.engine`` names). Torch 2.13 marks the ``torch.ao.quantization``
+front end deprecated (this module does not use it) and warns that quantized tensors, which
+packing the weights takes, will go; tests/test_quantize.py fails the day the kernels do.
+Measured speed and BLEU: docs/benchmarks.md, "int8 decoding".
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+from torch import nn
+
+from rnnsearch.nn.gru import GRU
+from rnnsearch.nn.model import RNNsearch
+
+KINDS = ("none", "int8")
+
+
+class Int8Linear(nn.Module):
+    """y = x Wᵀ + b with W in int8 (per-row scales) and x quantised per call."""
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
+        super().__init__()
+        self.in_features, self.out_features = weight.size(1), weight.size(0)
+        w = weight.detach().float().cpu()
+        scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).double()
+        zeros = torch.zeros(w.size(0), dtype=torch.long)
+        with warnings.catch_warnings():  # the packing wants a quantized tensor, which torch 2.13 deprecates
+            warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+            q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
+        b = None if bias is None else bias.detach().float().cpu()
+        self._packed = torch.ops.quantized.linear_prepack(q, b)
+
+    @classmethod
+    def of(cls, linear: nn.Linear) -> Int8Linear:
+        return cls(linear.weight, linear.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).float().contiguous()
+        # reduce_range: 7-bit activations, so the u8 x s8 pair sums of AVX2 kernels cannot saturate
+        y = torch.ops.quantized.linear_dynamic(flat, self._packed, reduce_range=True)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+class Int8Recurrent(nn.Module):
+    """A GRU's U in int8, split the way :meth:`GRU.recurrent` splits it (the paper form takes
+    [U_r; U_z] h and U (r ∘ h) as two products); ``bias`` stays fp32 (cudnn form only)."""
+
+    def __init__(self, gru: GRU):
+        super().__init__()
+        n, w = gru.hidden, gru.U.weight
+        self.bias = gru.U.bias
+        self.rz = Int8Linear(w if gru.reset_after else w[: 2 * n], None)
+        self.h: Optional[Int8Linear] = None if gru.reset_after else Int8Linear(w[2 * n:], None)
+
+    def recurrent(self) -> tuple[Int8Linear, Optional[Int8Linear]]:
+        return self.rz, self.h
+
+
+def quantize_int8_(model: RNNsearch) -> RNNsearch:
+    """Swap the per-step products of `model` (an RNNsearch or RNNencdec on the CPU) for int8
+    ones, in place; returns it. Decoding only: the swapped modules have no gradients."""
+    if any(p.device.type != "cpu" for p in model.parameters()):
+        raise ValueError("int8 decoding runs on the CPU (--device cpu)")
+    if torch.backends.quantized.engine == "none":
+        raise ValueError("this PyTorch build has no quantized CPU engine (fbgemm, x86 or onednn)")
+    model.eval()
+    dec = model.decoder
+    dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
+    dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
+    for name in ("C", "U_o", "V_o", "C_o", "W_o"):
+        setattr(model, name, Int8Linear.of(getattr(model, name)))
+    att = getattr(model, "attention", None)
+    for name in ("W_a", "W_g"):
+        if att is not None and hasattr(att, name):
+            setattr(att, name, Int8Linear.of(getattr(att, name)))
+    return model

@@ -1,0 +1,97 @@
+"""--quantize int8: int8 products close to fp32, the model directory untouched, the commands."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+from conftest import random_batch, tiny_model
+from torch import nn
+
+import rnnsearch
+from rnnsearch.engine.quantize import Int8Linear, quantize_int8_
+from rnnsearch.nn.search import beam_search
+from rnnsearch.tools.cli import main
+
+
+def test_int8_linear_is_close_to_the_fp32_product():
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 40)
+    x = torch.randn(3, 5, 64)
+    q = Int8Linear.of(lin)
+    want = lin(x)
+    got = q(x)
+    assert got.shape == want.shape and got.dtype == torch.float32
+    # 8-bit weights, 7-bit activations: a few percent of the output's scale, never more
+    err = (got - want).abs().max() / want.abs().max()
+    assert 0 < err < 0.05
+    no_bias = Int8Linear(lin.weight, None)
+    assert torch.allclose(no_bias(x) + lin.bias, got, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{}, {"gru": "cudnn"}, {"score": "general"}, {"arch": "rnnencdec"}])
+def test_int8_step_is_close_to_fp32(options):
+    fp32 = tiny_model(seed=2, double=False, scale=0.3, emb=16, hidden=24, align=20, maxout=12, **options)
+    int8 = tiny_model(seed=2, double=False, scale=0.3, emb=16, hidden=24, align=20, maxout=12, **options)
+    quantize_int8_(int8)
+    src, mask = random_batch([6, 4, 5])
+    y = torch.tensor([3, 4, 5])
+    with torch.no_grad():
+        enc = fp32.encode(src, mask)
+        lp, s, alpha = fp32.step(enc, enc.state, y)
+        lq, sq, alpha_q = int8.step(int8.encode(src, mask), enc.state, y)
+    assert not torch.equal(lp, lq)  # the products really are int8 ones
+    assert (lp.exp() - lq.exp()).abs().max() < 0.02 and (s - sq).abs().max() < 0.02
+    if alpha is not None:
+        assert (alpha - alpha_q).abs().max() < 0.02 and torch.allclose(alpha_q.sum(-1), torch.ones(3))
+    # the encoder and the attention keys stay fp32: identical annotations
+    assert torch.equal(int8.encode(src, mask).state, enc.state)
+    # beam search runs through the swapped modules, teacher forcing too
+    with torch.no_grad():
+        hyps = beam_search(int8, src, mask, beam=3)
+        int8(src, mask, torch.tensor([[1, 3, 4]] * 3))
+    assert len(hyps) == 3
+
+
+def digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+def test_load_int8_translates_like_fp32_and_leaves_the_files(reverse_model, tmp_path):
+    before = digests(reverse_model)
+    fp32 = rnnsearch.load(reverse_model, device="cpu")
+    int8 = rnnsearch.load(reverse_model, device="cpu", quantize="int8")
+    assert int8.quantized == "int8" and int8.resolve_precision("bf16") == "fp32"
+    assert int8.parameters == fp32.parameters  # /info reports the model's size, not what stayed fp32
+    lines = [" ".join(f"w{(k * 7 + i) % 10}" for i in range(3 + k % 5)) for k in range(40)]
+    a = [t.text for t in fp32.translate(lines, beam=3)]
+    b = [t.text for t in int8.translate(lines, beam=3)]
+    assert sum(x == y for x, y in zip(a, b)) >= 36  # a rare near-tie may flip; the task is learned
+    assert digests(reverse_model) == before
+    with pytest.raises(ValueError, match="quantize must be one of none, int8"):
+        rnnsearch.load(reverse_model, device="cpu", quantize="int4")
+
+
+def test_quantize_refuses_a_gpu_model(reverse_model, monkeypatch):
+    from rnnsearch.engine import translate
+
+    monkeypatch.setattr(translate, "resolve_device", lambda device: torch.device("cuda"))
+    with pytest.raises(ValueError, match="decodes on the CPU"):
+        rnnsearch.load(reverse_model, device="cuda", quantize="int8")
+
+
+def test_translate_and_evaluate_commands_take_quantize(reverse_model, tmp_path, capsys):
+    src = tmp_path / "src.txt"
+    src.write_text("w1 w2 w3\nw4 w5 w6 w7\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--model", str(reverse_model), "--input", str(src), "--output", str(out),
+                 "--device", "cpu", "--quantize", "int8"]) == 0
+    assert out.read_text().splitlines() == ["w3 w2 w1", "w7 w6 w5 w4"]
+    ref = tmp_path / "ref.txt"
+    ref.write_text("w3 w2 w1\nw7 w6 w5 w4\n")
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(reverse_model), "--src", str(src), "--ref", str(ref),
+                 "--device", "cpu", "--quantize", "int8"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    system = report["systems"][0] if "systems" in report else report
+    assert system["quantize"] == "int8" and system["bleu"] == 100.0
