@@ -1,15 +1,19 @@
 """Alignment error rate of RNNsearch attention on the Hansards NAACL-2003 gold alignments,
 next to a statistical aligner (eflomal) on the same sentences.
 
-    python benchmarks/hansards_aer.py --data DIR --work runs/hansards [--minutes 45]
+    python benchmarks/hansards_aer.py --data DIR --work runs/hansards [--minutes 45 | --steps N]
+        [--both-directions] [--threads 1] [--set train.device=cuda ...]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
    contractions expanded: "l'" -> "le", "du" -> "de le", ...), and strip accents from the gold text.
 2. Train a French→English RNNsearch (configs/hansards_fr_en.yaml) on it, unless the run exists
-   (an interrupted run is resumed).
-3. Align the 37 trial sentences with attention (argmax, and thresholded many-to-many), pick the
-   threshold on trial, and report AER/precision/recall on the 447 test sentences.
+   (an interrupted run is resumed); with --both-directions an English→French one beside it, the
+   two at once in processes of their own.
+3. Align the 37 trial sentences with attention — argmax or thresholded many-to-many, α_i or the
+   shifted α_{i+1} for target word i, and with two directions their intersection, union and
+   grow-diag-final-and — pick the setting on trial, and report AER/precision/recall of every
+   setting on the 447 test sentences, the trial-chosen one marked.
 4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
    text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
    alignments are scored the same way.
@@ -108,30 +112,35 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
-def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None) -> dict:
+def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
+                  device: str = "cpu") -> dict:
     """AER of attention alignments on trial and test, for every method, threshold, row shift and
     (with a reverse model) symmetrisation; the setting with the lowest trial AER is the one
-    reported for test."""
+    reported for test. Each model's attention on a split is computed once (teacher forcing), the
+    settings are applied to it."""
+    from rnnsearch.engine.alignment import attention_links, flip, word_attention
+    from rnnsearch.engine.translate import load
+
     gold = data / "hansards_naacl2003_align_gold"
-    methods = [("argmax", None), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
+    methods = [("argmax", 0.0), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
     symmetrise = [None] + (["intersection", "union", "grow-diag-final-and"] if reverse else [])
+    models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
     out = {}
     for split in ("trial", "test"):
-        n = len(Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines())
+        fr = Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines()
+        en = Path(paths[f"{split}.en"]).read_text(encoding="utf-8").splitlines()
+        sure, possible = read_naacl(gold / f"{split}.wa.nonullalign", len(fr))
+        att = {"fwd": word_attention(models["fwd"], fr, en, paths[f"{split}.fr"])}
+        if reverse:
+            att["rev"] = word_attention(models["rev"], en, fr, paths[f"{split}.en"])
         for (method, thr), shift, sym in itertools.product(methods, (0, 1), symmetrise):
-            cmd = [sys.executable, "-m", "rnnsearch", "align", "--model", str(model),
-                   "--src", paths[f"{split}.fr"], "--tgt", paths[f"{split}.en"],
-                   "--gold", str(gold / f"{split}.wa.nonullalign"), "--gold-format", "naacl",
-                   "--method", method, "--shift", str(shift), "--device", "cpu"]
-            if thr is not None:
-                cmd += ["--threshold", str(thr)]
+            links = [attention_links(w, method, thr, shift) for w in att["fwd"]]
             if sym is not None:
-                cmd += ["--reverse-model", str(reverse), "--symmetrize", sym]
-            res = json.loads(run(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT / "src"))).stdout)
-            label = method + (f"@{thr}" if thr is not None else "") + f"/shift{shift}"
+                back = [flip(attention_links(w, method, thr, shift)) for w in att["rev"]]
+                links = [symmetrize(f, b, sym) for f, b in zip(links, back)]
+            label = method + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}"
             label += f"/{sym}" if sym else ""
-            out[f"{split}/{label}"] = res
-        assert n == out[f"{split}/argmax/shift0"]["sentences"]
+            out[f"{split}/{label}"] = {**aer(links, sure, possible), "sentences": len(fr)}
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]
@@ -144,6 +153,8 @@ def train_model(model: Path, paths: dict, src: str, tgt: str, args, env: dict) -
     base = [sys.executable, "-m", "rnnsearch", "train"]
     limit = f"train.max_steps={args.steps}" if args.steps else f"train.max_minutes={args.minutes}"
     overrides = ["--set", limit, "--set", "train.progress=false", "--set", f"train.threads={args.threads}"]
+    for extra in args.set or []:
+        overrides += ["--set", extra]
     if (model / "DONE").exists():
         done_at = json.loads((model / "DONE").read_text())["step"]
         if not args.steps or done_at >= args.steps:
@@ -209,6 +220,9 @@ def main() -> None:
     ap.add_argument("--both-directions", action="store_true",
                     help="also train English->French (model_en_fr) and score the symmetrised alignments")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="config override for the models, e.g. train.device=cuda (new runs and resumes)")
+    ap.add_argument("--device", default="cpu", help="where the attention for the AER is computed")
     ap.add_argument("--skip-eflomal", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
@@ -218,15 +232,18 @@ def main() -> None:
     model, reverse = work / "model", (work / "model_en_fr" if args.both_directions else None)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     start = time.time()
-    train_model(model, paths, "fr", "en", args, env)
-    if reverse is not None:
-        train_model(reverse, paths, "en", "fr", args, env)
+    # the two directions train at once, each a process of its own (--threads threads each)
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(model, "fr", "en")] + ([(reverse, "en", "fr")] if reverse is not None else [])
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        list(pool.map(lambda job: train_model(job[0], paths, job[1], job[2], args, env), jobs))
     result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
               "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),
               "train_seconds_this_call": round(time.time() - start, 1),
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
                         for m in (model, reverse) if m is not None},
-              "attention": attention_aer(model, paths, data, reverse)}
+              "attention": attention_aer(model, paths, data, reverse, args.device)}
     if not args.skip_eflomal:
         result["eflomal"] = eflomal_aer(work, paths, data)
     print(json.dumps(result, indent=1))

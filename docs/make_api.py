@@ -27,6 +27,7 @@ API = [
         ("rnnsearch.engine.translate.Translator.force", "Translator.force"),
         ("rnnsearch.engine.translate.Translation", "Translation"),
         ("rnnsearch.engine.translate.Translation.attention_json", "Translation.attention_json"),
+        ("rnnsearch.engine.quantize.quantize_int8_", "quantize_int8_"),
     ]),
     ("Training", [
         ("rnnsearch.config.load_config", "load_config"),
@@ -63,6 +64,9 @@ API = [
         ("rnnsearch.engine.alignment.argmax_links", "argmax_links"),
         ("rnnsearch.engine.alignment.aer", "aer"),
         ("rnnsearch.engine.alignment.content_word_accuracy", "content_word_accuracy"),
+        ("rnnsearch.engine.alignment.word_attention", "word_attention"),
+        ("rnnsearch.engine.alignment.attention_links", "attention_links"),
+        ("rnnsearch.engine.alignment.symmetrize", "symmetrize"),
     ]),
     ("Figures", [
         ("rnnsearch.tools.plotting.plot_attention", "plot_attention"),
@@ -76,6 +80,7 @@ API = [
         ("rnnsearch.tools.corpora.split", "corpora.split"),
         ("rnnsearch.tools.demo.run_demo", "run_demo"),
         ("rnnsearch.tools.experiments.run_experiment", "run_experiment"),
+        ("rnnsearch.tools.experiments.run_experiments", "run_experiments"),
         ("rnnsearch.nn.reference.forward", "reference.forward"),
     ]),
 ]

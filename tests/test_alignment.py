@@ -144,3 +144,18 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
         assert sorted(j for _, j in found["shifted"][0][k]) == list(range(len(tgt[k].split())))
     assert found["gdfa"][1]["symmetrize"] == "grow-diag-final-and" and found["shifted"][1]["shift"] == 1
     assert found["intersection"][1]["recall"] <= found["union"][1]["recall"]  # recall only grows with links
+
+
+def test_attention_links_read_alpha_i_or_the_shifted_row():
+    from types import SimpleNamespace
+
+    from rnnsearch.engine.alignment import attention_links, word_attention
+    from rnnsearch.io import DataError
+
+    words = [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]  # α_1, α_2 and the </s> row, over two source words
+    assert attention_links(words) == {(0, 0), (1, 1)}
+    assert attention_links(words, shift=1) == {(1, 0), (0, 1)}  # y_1 by α_2, y_2 by the </s> row
+    assert attention_links(words, "threshold", 0.15) == {(0, 0), (1, 1), (0, 1)}
+    encdec = SimpleNamespace(cfg=SimpleNamespace(model=SimpleNamespace(arch="rnnencdec")), model_dir="m")
+    with pytest.raises(DataError, match="m: an RNNencdec model has no attention"):
+        word_attention(encdec, ["a b"], ["c d"])

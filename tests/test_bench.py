@@ -109,3 +109,30 @@ def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
     assert curve.minutes_to(30.0, [[2, 10.0], [5, None], [10, 20.0]]) is None
     assert curve.split_system("opennmt@lr0.002") == ("opennmt", 0.002)
     assert curve.split_system("rnnsearch") == ("rnnsearch", None)
+
+
+def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(reverse_model, tmp_path):
+    import hansards_aer
+
+    # the toy model reverses its input, and so does "the other direction": the gold links are the
+    # anti-diagonal, which its attention finds
+    pairs = {"trial": ["w1 w2 w3", "w4 w5 w6 w7"], "test": ["w2 w4 w6", "w7 w3 w5 w1 w8"]}
+    gold = tmp_path / "data" / "hansards_naacl2003_align_gold"
+    gold.mkdir(parents=True)
+    paths = {}
+    for split, sources in pairs.items():
+        targets = [" ".join(reversed(s.split())) for s in sources]
+        for lang, lines in (("fr", sources), ("en", targets)):
+            paths[f"{split}.{lang}"] = str(tmp_path / f"{split}.{lang}")
+            Path(paths[f"{split}.{lang}"]).write_text("\n".join(lines) + "\n")
+        links = [f"{k} {j + 1} {len(s.split()) - j} S" for k, s in enumerate(sources, 1)
+                 for j in range(len(s.split()))]
+        (gold / f"{split}.wa.nonullalign").write_text("\n".join(links) + "\n")
+    out = hansards_aer.attention_aer(reverse_model, paths, tmp_path / "data", reverse=reverse_model)
+    settings = [k for k in out if k.startswith("test/")]
+    assert len(settings) == 5 * 2 * 4  # argmax + 4 thresholds, 2 shifts, alone + 3 symmetrisations
+    assert out["test/argmax/shift0"]["aer"] < 0.2 and out["test/argmax/shift0"]["sentences"] == 2
+    assert out["test/argmax/shift0/intersection"]["precision"] >= out["test/argmax/shift0"]["precision"]
+    assert out["test/argmax/shift1"]["aer"] > out["test/argmax/shift0"]["aer"]  # α_i is the right row here
+    assert out["test_with_trial_choice"] == out["test/" + out["chosen_on_trial"]]
+    assert "shift0" in out["chosen_on_trial"]

@@ -1,6 +1,7 @@
 """Each experiment runs end to end at a toy budget, and a re-run reuses finished models."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,32 @@ def test_a_step_budget_trains_every_model_that_many_steps(tmp_path):
 
     with pytest.raises(DataError, match="budget must be positive"):
         run_experiment("scores", steps=-1, **kw)
+
+
+def test_two_experiments_train_their_models_once_in_parallel_processes(tmp_path, capsys):
+    from rnnsearch.tools.cli import main
+
+    args = ["experiment", "length-curve", "reverse", "--corpus", "synthetic", "--budget-steps", "5",
+            "--out", str(tmp_path), "--train-sentences", "150", "--test-sentences", "6", "--seed", "2",
+            "--jobs", "2"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "## length-curve" in printed and "## reverse" in printed
+    # 4 + 4 systems, 2 shared (RNNsearch-50 is the unreversed RNNsearch): 6 models, each with its log
+    pool = sorted(p for p in (tmp_path / "models").iterdir() if p.is_dir())
+    assert len(pool) == 6 and all((p / "DONE").exists() for p in pool)
+    assert all("training stopped" in (p.parent / f"{p.name}.log").read_text() for p in pool)
+    # each process had one of the machine's cores, and the threads are not part of a model's name
+    configs = [json.loads((p / "config.json").read_text()) for p in pool]
+    assert {c["train"]["threads"] for c in configs} == {max(1, (__import__("os").cpu_count() or 1) // 2)}
+    reverse = json.loads((tmp_path / "reverse" / "results.json").read_text())
+    length = json.loads((tmp_path / "length-curve" / "results.json").read_text())
+    assert reverse["jobs"] == 2 and [s["train_steps"] for s in reverse["systems"]] == [5] * 4
+    assert {s["model_dir"] for s in reverse["systems"]} & {s["model_dir"] for s in length["systems"]}
+    # the same experiment in this process finds them finished: nothing is trained again
+    stamps = {p: (p / "model.safetensors").stat().st_mtime for p in pool}
+    again = run_experiment("reverse", corpus="synthetic", steps=5, out_dir=tmp_path, train_sentences=150,
+                           seed=2, test_sentences=6)
+    assert {Path(s["model_dir"]) for s in again["systems"]} <= set(pool)
+    assert stamps == {p: (p / "model.safetensors").stat().st_mtime for p in pool}
+    assert main(["experiment", "reverse", "--jobs", "0", "--out", str(tmp_path)]) == 2

@@ -73,6 +73,7 @@ class Slow:
         self.inner, self.delay = inner, delay
         self.cfg, self.model, self.device = inner.cfg, inner.model, inner.device
         self.src_tok, self.tgt_tok = inner.src_tok, inner.tgt_tok
+        self.parameters, self.quantized = inner.parameters, inner.quantized
 
     def translate(self, texts, **kw):
         if any("boom" in t for t in texts):
@@ -89,6 +90,7 @@ def test_health_and_info(live, translator):
     assert info["vocab"] == {"kind": "word", "source": len(translator.src_tok),
                              "target": len(translator.tgt_tok)}
     assert info["parameters"] == translator.model.num_parameters() and info["arch"] == "rnnsearch"
+    assert info["quantize"] == "none"
     assert info["decode"]["beam"] == translator.cfg.decode.beam and info["limits"]["max_sentences"] == 8
 
 

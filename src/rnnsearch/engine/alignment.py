@@ -221,3 +221,33 @@ _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1,
 def flip(links: Links) -> Links:
     """The links of the reverse direction's model, (its source, its target), as (target, source)."""
     return {(j, i) for i, j in links}
+
+
+def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
+                   where: str = "<sources>") -> list[list[list[float]]]:
+    """Teacher-forced attention of `translator` (a loaded model) on each pair, merged to whitespace
+    words: one row per target word and a last one for </s>, one column per source word.
+    `where` names the file the sources came from, for errors."""
+    from rnnsearch.io import DataError
+
+    if translator.cfg.model.arch != "rnnsearch":
+        name = translator.model_dir or "the model"
+        raise DataError(f"{name}: an RNNencdec model has no attention to align with")
+    out = []
+    forced = translator.force(list(sources), list(targets))
+    for n, (weights, s, t) in enumerate(zip(forced, sources, targets), 1):
+        words, src_words, tgt_words = merge_subwords(weights, *translator.labels(s, t))
+        if len(src_words) != len(s.split()) or len(tgt_words) - 1 != len(t.split()):
+            raise DataError(f"{where}:{n}: the tokenizer does not keep whitespace words "
+                            "(needed for word alignment)")
+        out.append(words)
+    return out
+
+
+def attention_links(words: Sequence[Sequence[float]], method: str = "argmax", threshold: float = 0.3,
+                    shift: int = 0) -> Links:
+    """Hard links from one pair's :func:`word_attention`. Row i is α_i, computed from s_{i-1}
+    before the decoder read y_i; ``shift=1`` links y_i by α_{i+1} instead (the </s> row makes
+    room). ``method``: "argmax" (one source word per target word) or "threshold"."""
+    rows = words[shift: len(words) - 1 + shift]
+    return argmax_links(rows) if method == "argmax" else threshold_links(rows, threshold)

@@ -55,6 +55,7 @@ class Translator:
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
         self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
         self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
+        self.model_dir: Optional[Path] = None  # where load() read it from
         self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
 
     def resolve_precision(self, precision: Optional[str] = None) -> str:
@@ -229,6 +230,7 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none") ->
                          "(give --device cpu)")
     cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
     translator = Translator(cfg, model, src_tok, tgt_tok, dev)
+    translator.model_dir = Path(model_dir)
     if quantize == "int8":
         quantize_int8_(model)
         translator.quantized = quantize

@@ -168,18 +168,61 @@ def _training_log(model_dir: Path) -> dict:
     }
 
 
-def _run_system(name: str, label: str, raw: dict, model_dir: Path, src: list[str], ref: list[str],
-                buckets) -> dict:
-    """Train one system (or reuse/resume its pool model), then score it; returns its results entry."""
-    from rnnsearch.engine.checkpoint import read_config
+def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
+    """Train (or resume) every pool model not yet finished: in this process one after another, or
+    with ``jobs`` > 1 as that many ``rnnsearch train`` processes at once (each model's output in
+    models/NAME.log). Returns the seconds each spent training in this call."""
     from rnnsearch.engine.train import train
+
+    todo = {d: raw for d, raw in models.items() if not (d / "DONE").exists()}
+    seconds = {d: 0.0 for d in models}
+    if jobs <= 1:
+        for d, raw in todo.items():
+            started = time.time()
+            train(config_from_dict(raw, source=f"experiment model {d.name}"),
+                  resume=(d / "train_state.safetensors").exists())
+            seconds[d] = time.time() - started
+        return seconds
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(jobs) as pool:
+        seconds.update(zip(todo, pool.map(lambda item: _train_process(*item), todo.items())))
+    return seconds
+
+
+def _train_process(model_dir: Path, raw: dict) -> float:
+    """One pool model trained by a ``rnnsearch train`` process of its own; its seconds."""
+    import os
+    import subprocess
+    import sys
+
+    log_file = model_dir.parent / f"{model_dir.name}.log"
+    if (model_dir / "train_state.safetensors").exists():
+        args = ["--resume", str(model_dir)]
+    else:
+        config = model_dir.parent / f"{model_dir.name}.json"
+        atomic_write_text(config, json.dumps(raw, indent=1) + "\n")  # JSON is YAML
+        args = [str(config)]
+    threads = str(raw["train"].get("threads") or 1)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    started = time.time()
+    with open(log_file, "w", encoding="utf-8") as out:
+        code = subprocess.run([sys.executable, "-m", "rnnsearch", "train", *args], stdout=out,
+                              stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:
+        tail = log_file.read_text(encoding="utf-8").strip().splitlines()[-5:]
+        raise DataError(f"{log_file}: training {model_dir.name} failed (exit {code}): " + " | ".join(tail))
+    return time.time() - started
+
+
+def _score_system(label: str, model_dir: Path, src: list[str], ref: list[str], buckets,
+                  trained_seconds: float) -> dict:
+    """Score one trained pool model on the test set; returns its results entry."""
+    from rnnsearch.engine.checkpoint import read_config
     from rnnsearch.engine.translate import load
 
-    cfg = config_from_dict(raw, source=f"experiment {name}/{label}")
-    started = time.time()
-    if not (model_dir / "DONE").exists():
-        train(cfg, resume=(model_dir / "train_state.safetensors").exists())
-    model = load(model_dir, device="cpu")
+    device = read_config(model_dir).train.device
+    model = load(model_dir, device="cpu" if device == "auto" else device)
     begin = time.time()
     hyps = [t.text for t in model.translate(src, beam=5, attention=False)]
     decode_s = time.time() - begin
@@ -188,7 +231,7 @@ def _run_system(name: str, label: str, raw: dict, model_dir: Path, src: list[str
                 if k in ("bleu", "chrf", "bleu_signature")},
              "by_length": bleu_by_length(src, hyps, ref, buckets),
              "decode_sent_per_s": round(len(src) / decode_s, 1),
-             "trained_seconds_this_run": round(begin - started, 1)}
+             "trained_seconds_this_run": round(trained_seconds, 1)}
     entry.update(_training_log(model_dir))
     if model.cfg.model.arch == "rnnsearch":
         entry["attention_entropy"] = round(_mean_entropy(model.force(src[:200], ref[:200])), 4)
@@ -212,38 +255,71 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
                    out_dir: str | Path | None = None, data_root: str | Path = "data",
                    train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                    test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                   steps: int = 0) -> dict:
+                   steps: int = 0, jobs: int = 1) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
     `overrides` (``model.hidden=512``, ``train.device=cuda``) apply to every model; what sets the
     experiment's systems apart (architecture, score, length limit, reversal) cannot be overridden.
     Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
-    every model that many training steps instead of `minutes` of wall clock.
+    every model that many training steps instead of `minutes` of wall clock. `jobs` > 1 trains
+    that many models at once, each in a process of its own (see :func:`run_experiments`).
     """
-    if name not in NAMES:
-        raise DataError(f"unknown experiment {name!r} (choose from {', '.join(NAMES)})")
-    if steps < 0 or (not steps and minutes <= 0):
-        raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps})")
+    return run_experiments([name], corpus, minutes, out_dir, data_root, train_sentences, seed, buckets,
+                           test_sentences, max_clauses, overrides, steps, jobs)[0]
+
+
+def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: float = 3.0,
+                    out_dir: str | Path | None = None, data_root: str | Path = "data",
+                    train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
+                    test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
+                    steps: int = 0, jobs: int = 1) -> list[dict]:
+    """Several experiments on one corpus (:func:`run_experiment`'s arguments): the models they
+    need, shared ones once, are trained first — `jobs` at a time, each a process with
+    ``train.threads`` threads (default: the cores shared out among the jobs) — then each
+    experiment is scored and written. Returns the results of each, in order."""
+    bad = [n for n in names if n not in NAMES]
+    if bad or not names:
+        raise DataError(f"unknown experiment {', '.join(map(repr, bad)) or '(none)'} "
+                        f"(choose from {', '.join(NAMES)})")
+    if steps < 0 or (not steps and minutes <= 0) or jobs < 1:
+        raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps}) "
+                        f"and jobs at least 1 (got {jobs})")
     root = Path(out_dir or f"experiments/{corpus}")
     paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
     base = apply_overrides(_base(corpus, paths, minutes, steps, seed), list(overrides))
     config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training
-    results: dict[str, Any] = {
-        "experiment": name, "corpus": corpus, "seed": seed,
-        **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
-        "overrides": list(overrides),
-        "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
-    for label, system in _systems(name).items():
-        raw = merge_dicts(base, system)
-        model_dir = root / "models" / _model_name(raw)
-        raw["model_dir"] = str(model_dir)
-        entry = _run_system(name, label, raw, model_dir, src, ref, buckets)
-        results["systems"].append(entry)
-        log.info("%s: BLEU %.2f", label, entry["bleu"])
-    _write_results(results, root / name)
-    return results
+    plan: dict[str, dict[str, Path]] = {n: {} for n in names}  # experiment -> label -> pool directory
+    models: dict[Path, dict] = {}
+    for n in names:
+        for label, system in _systems(n).items():
+            raw = merge_dicts(base, system)
+            model_dir = root / "models" / _model_name(raw)  # named before the threads: the same model
+            raw["model_dir"] = str(model_dir)
+            if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
+                import os
+
+                raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
+            plan[n][label], models[model_dir] = model_dir, raw
+    trained = _train_pool(models, jobs)
+    scored: dict[Path, dict] = {}
+    out = []
+    for n in names:
+        results: dict[str, Any] = {
+            "experiment": n, "corpus": corpus, "seed": seed,
+            **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
+            "overrides": list(overrides), "jobs": jobs,
+            "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
+        for label, model_dir in plan[n].items():
+            if model_dir not in scored:
+                scored[model_dir] = _score_system(label, model_dir, src, ref, buckets, trained[model_dir])
+                log.info("%s: BLEU %.2f", label, scored[model_dir]["bleu"])
+            results["systems"].append({**scored[model_dir], "label": label})
+        _write_results(results, root / n)
+        out.append(results)
+    return out
+
 
 def budget_text(r: dict) -> str:
     """What every model of results `r` was given: "5000 training steps" or "3.0 minutes of training"."""

@@ -118,28 +118,13 @@ def add_align(sub) -> None:
     p.set_defaults(func=cmd_align)
 
 
-def attention_links(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list[set]:
-    """Hard links (source word, target word) per pair from the attention of the model in
-    `model_dir`, forced on the pairs; `where` names the file the sources came from, for errors."""
-    from rnnsearch.engine.alignment import argmax_links, merge_subwords, threshold_links
+def _links(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list[set]:
+    """Hard links (source word, target word) per pair from the attention of the model in `model_dir`."""
+    from rnnsearch.engine.alignment import attention_links, word_attention
     from rnnsearch.engine.translate import load
 
-    model = load(model_dir, device=args.device)
-    links = []
-    for n, (weights, s, t) in enumerate(zip(model.force(sources, targets), sources, targets), 1):
-        if weights is None:
-            raise DataError(f"{model_dir}: an RNNencdec model has no attention to align with")
-        words, src_words, tgt_words = merge_subwords(weights, *model.labels(s, t))
-        # row i is alpha_i, one row per target word and a last one for </s>
-        words = words[args.shift: len(tgt_words) - 1 + args.shift]
-        if len(src_words) != len(s.split()) or len(words) != len(t.split()):
-            raise DataError(f"{where}:{n}: the tokenizer does not keep whitespace words "
-                            "(needed for word alignment)")
-        if args.method == "argmax":
-            links.append(argmax_links(words))
-        else:
-            links.append(threshold_links(words, args.threshold))
-    return links
+    words = word_attention(load(model_dir, device=args.device), sources, targets, where)
+    return [attention_links(w, args.method, args.threshold, args.shift) for w in words]
 
 
 def _plain(text: str) -> str:
@@ -162,9 +147,9 @@ def cmd_align(args) -> None:
     src_in, tgt_in = src, tgt
     if args.strip_accents:
         src_in, tgt_in = [_plain(s) for s in src], [_plain(t) for t in tgt]
-    links = attention_links(args.model, src_in, tgt_in, args, args.src)
+    links = _links(args.model, src_in, tgt_in, args, args.src)
     if args.reverse_model:
-        back = attention_links(args.reverse_model, tgt_in, src_in, args, args.tgt)
+        back = _links(args.reverse_model, tgt_in, src_in, args, args.tgt)
         links = [symmetrize(f, flip(b), args.symmetrize) for f, b in zip(links, back)]
     text = "\n".join(format_pharaoh(x) for x in links) + "\n"
     if args.out:

@@ -58,7 +58,8 @@ def cmd_figure(args) -> None:
 
 def add_experiment(sub) -> None:
     p = sub.add_parser("experiment", help="reproduce a claim: length-curve, reverse, scores")
-    p.add_argument("name", choices=["length-curve", "reverse", "scores"])
+    p.add_argument("name", nargs="+", choices=["length-curve", "reverse", "scores"],
+                   help="one or more; models two experiments share are trained once")
     p.add_argument("--corpus", default="synthetic",
                    choices=["synthetic", "europarl-it-en", "multi30k-de-en"])
     p.add_argument("--budget-minutes", type=float, default=3.0, help="training minutes per model")
@@ -77,15 +78,18 @@ def add_experiment(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override for every model, e.g. --set model.hidden=512 --set train.device=cuda")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="models trained at once, each a process of its own with train.threads threads "
+                        "(default: the cores shared out); on a GPU they share it")
     p.set_defaults(func=cmd_experiment)
 
 
 def cmd_experiment(args) -> None:
-    from rnnsearch.tools.experiments import run_experiment
+    from rnnsearch.tools.experiments import results_markdown, run_experiments
 
-    r = run_experiment(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
-                       data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
-                       test_sentences=args.test_sentences, overrides=args.set or [], steps=args.budget_steps)
-    from rnnsearch.tools.experiments import results_markdown
-
-    print(results_markdown(r))
+    results = run_experiments(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
+                              data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
+                              test_sentences=args.test_sentences, overrides=args.set or [],
+                              steps=args.budget_steps, jobs=args.jobs)
+    for r in results:
+        print(f"## {r['experiment']}\n\n{results_markdown(r)}")
