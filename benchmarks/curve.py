@@ -285,6 +285,7 @@ def plot(result: dict, path: Path) -> None:
 
     def label(name: str) -> str:
         base, lr = split_system(name)
+        lr = lr if lr is not None else BEST_LR.get(base)
         return labels.get(base, base) + (f", Adam {lr:g}" if lr else "")
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)

@@ -422,6 +422,9 @@ class Trainer:
         if self.ctx.main:
             done = {"reason": stop or "max_epochs", "step": state.step}
             atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
+        # the DDP wrapper holds the process group: let go of it first, or gloo's threads can
+        # outlive destroy_process_group and abort the process at exit
+        self.net = self.model
         distributed.cleanup(self.ctx)
         return self.model_dir
 
