@@ -132,7 +132,8 @@ def opennmt_config(work: Path, data: Path, steps: int, sizes: dict) -> Path:
                  "valid": {"path_src": str(data / "valid.src"), "path_tgt": str(data / "valid.tgt")}},
         "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
         "word_vec_size": sizes["emb"], "hidden_size": 2 * sizes["hidden"],  # brnn: half a direction
-        "global_attention": "mlp", "input_feed": 1, "bridge": False, "dropout": [0.0],
+        "global_attention": "mlp", "input_feed": 1, "bridge": False,
+        "dropout": [sizes.get("dropout", 0.0)],
         "optim": "adam", "learning_rate": sizes.get("lr", 0.001), "max_grad_norm": 1.0,
         "batch_size": sizes["batch"], "batch_type": "sents", "normalization": "tokens",
         "train_steps": steps, "valid_steps": 10 * steps, "save_checkpoint_steps": sizes.get("save", steps),

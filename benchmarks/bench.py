@@ -486,11 +486,14 @@ def time_to_bleu(args) -> None:
     import curve
     from demo_seeds import cpu_model
 
-    bases = [curve.split_system(s)[0] for s in args.systems]
+    try:
+        bases = [curve.split_system(s)[0] for s in args.systems]
+    except ValueError as e:
+        raise SystemExit(f"bench: {e}") from None
     bad = [s for s in bases if s not in curve.SYSTEMS]
     if bad or args.points != sorted(args.points):
-        raise SystemExit(f"bench: --systems from {', '.join(curve.SYSTEMS)} (NAME@lrX: learning rate X); "
-                         f"--points ascending (got {bad or args.points})")
+        raise SystemExit(f"bench: --systems from {', '.join(curve.SYSTEMS)} (NAME@lrX: learning rate X; "
+                         f"opennmt@dropX: its dropout X); --points ascending (got {bad or args.points})")
     work = Path(args.work).resolve()
     venvs = Path(args.venvs).expanduser().resolve()
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in set(bases) if name in anchors.ANCHORS}

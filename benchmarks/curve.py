@@ -45,10 +45,23 @@ SYSTEMS = ("rnnsearch", "rnnsearch-bench", "opennmt", "joeynmt")
 BEST_LR = {"opennmt": 0.002}
 
 
+def system_options(name: str) -> tuple[str, dict[str, float]]:
+    """"opennmt@lr0.002@drop0.3" -> ("opennmt", {"lr": 0.002, "dropout": 0.3}): a system with its
+    learning rate (any system) or its dropout (OpenNMT-py) changed."""
+    base, *options = name.split("@")
+    out = {}
+    for option in options:
+        key = next((k for p, k in (("lr", "lr"), ("drop", "dropout")) if option.startswith(p)), None)
+        if key is None or (key == "dropout" and base != "opennmt"):
+            raise ValueError(f"{name}: unknown option @{option} (@lrX for any system, @dropX for opennmt)")
+        out[key] = float(option[len("lr" if key == "lr" else "drop"):])
+    return base, out
+
+
 def split_system(name: str) -> tuple[str, float | None]:
-    """"opennmt@lr0.002" -> ("opennmt", 0.002): a system with its learning rate changed."""
-    base, _, lr = name.partition("@lr")
-    return base, float(lr) if lr else None
+    """"opennmt@lr0.002" -> ("opennmt", 0.002): a system and its learning rate, if changed."""
+    base, options = system_options(name)
+    return base, options.get("lr")
 
 
 def interval(offset: float, points: list[float]) -> int:
@@ -176,8 +189,10 @@ def score_rnnsearch(snapshot: Path, work: Path, data: dict, threads: int) -> lis
     return out.read_text().splitlines()
 
 
-def train_opennmt(work: Path, data: dict, args, python: Path, lr: float | None) -> dict:
-    sizes = {**anchors_sizes(), "save": args.save_steps, **({"lr": lr} if lr else {})}
+def train_opennmt(work: Path, data: dict, args, python: Path, lr: float | None,
+                  dropout: float | None = None) -> dict:
+    sizes = {**anchors_sizes(), "save": args.save_steps, **({"lr": lr} if lr else {}),
+             **({"dropout": dropout} if dropout is not None else {})}
     cfg_path = anchors.opennmt_config(work, data["dir"], 10 ** 6, sizes)
     bindir = python.parent
     if not (work / "vocab.tgt").exists():
@@ -240,7 +255,7 @@ def run_curve(args, data: dict, pythons: dict, log) -> dict:
         if base == "rnnsearch-bench":
             return train_rnnsearch(base, where, data, args, BENCH_CONFIG, lr)
         if base == "opennmt":
-            return train_opennmt(where, data, args, pythons[base], lr)
+            return train_opennmt(where, data, args, pythons[base], lr, system_options(name)[1].get("dropout"))
         return train_joeynmt(where, data, args, pythons[base], lr)
 
     gemm = [gemm_gflops()]
@@ -284,9 +299,10 @@ def plot(result: dict, path: Path) -> None:
               "opennmt": "OpenNMT-py 3.5.1", "joeynmt": "JoeyNMT 2.3.0"}
 
     def label(name: str) -> str:
-        base, lr = split_system(name)
-        lr = lr if lr is not None else BEST_LR.get(base)
-        return labels.get(base, base) + (f", Adam {lr:g}" if lr else "")
+        base, options = system_options(name)
+        lr = options.get("lr", BEST_LR.get(base))
+        drop = f", dropout {options['dropout']:g}" if "dropout" in options else ""
+        return labels.get(base, base) + (f", Adam {lr:g}" if lr else "") + drop
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     for name, s in result["systems"].items():

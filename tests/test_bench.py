@@ -109,6 +109,19 @@ def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
     assert curve.minutes_to(30.0, [[2, 10.0], [5, None], [10, 20.0]]) is None
     assert curve.split_system("opennmt@lr0.002") == ("opennmt", 0.002)
     assert curve.split_system("rnnsearch") == ("rnnsearch", None)
+    assert curve.system_options("opennmt@lr0.002@drop0.3") == ("opennmt", {"lr": 0.002, "dropout": 0.3})
+    with pytest.raises(ValueError, match="unknown option @drop0.3"):
+        curve.system_options("rnnsearch@drop0.3")  # rnnsearch's dropout is its config's
+
+
+def test_opennmt_config_takes_a_dropout(tmp_path):
+    import json
+
+    sizes = dict(bench.SIZES)
+    plain = json.loads(anchors.opennmt_config(tmp_path / "a", tmp_path, 10, sizes).read_text())
+    dropped_path = anchors.opennmt_config(tmp_path / "b", tmp_path, 10, {**sizes, "dropout": 0.3})
+    dropped = json.loads(dropped_path.read_text())
+    assert plain["dropout"] == [0.0] and dropped["dropout"] == [0.3]
 
 
 def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(reverse_model, tmp_path):
