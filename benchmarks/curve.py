@@ -43,6 +43,7 @@ SYSTEMS = ("rnnsearch", "rnnsearch-bench", "opennmt", "joeynmt")
 # to 30 BLEU in 11.9 minutes against 12.8 at the side-by-side run's 1e-3 (the 2026-12-01 curve,
 # docs/benchmarks.md); "opennmt@lr0.001" is the other.
 BEST_LR = {"opennmt": 0.002}
+OPTIONS = {"lr": "lr", "drop": "dropout"}  # NAME@lrX, NAME@dropX: what each changes
 
 
 def system_options(name: str) -> tuple[str, dict[str, float]]:
@@ -51,10 +52,10 @@ def system_options(name: str) -> tuple[str, dict[str, float]]:
     base, *options = name.split("@")
     out = {}
     for option in options:
-        key = next((k for p, k in (("lr", "lr"), ("drop", "dropout")) if option.startswith(p)), None)
-        if key is None or (key == "dropout" and base != "opennmt"):
+        prefix = next((p for p in OPTIONS if option.startswith(p)), None)
+        if prefix is None or (prefix == "drop" and base != "opennmt"):
             raise ValueError(f"{name}: unknown option @{option} (@lrX for any system, @dropX for opennmt)")
-        out[key] = float(option[len("lr" if key == "lr" else "drop"):])
+        out[OPTIONS[prefix]] = float(option[len(prefix):])
     return base, out
 
 
@@ -247,15 +248,15 @@ def run_curve(args, data: dict, pythons: dict, log) -> dict:
 
     def train(name: str) -> dict:
         where = work / name
-        base, lr = split_system(name)
-        lr = lr if lr is not None else BEST_LR.get(base)
+        base, options = system_options(name)
+        lr = options.get("lr", BEST_LR.get(base))
         log(f"curve: training {name} (lr {lr or 'as configured'}) for {args.points[-1]} minutes in {where}")
         if base == "rnnsearch":
             return train_rnnsearch(base, where, data, args, shipped, lr)
         if base == "rnnsearch-bench":
             return train_rnnsearch(base, where, data, args, BENCH_CONFIG, lr)
         if base == "opennmt":
-            return train_opennmt(where, data, args, pythons[base], lr, system_options(name)[1].get("dropout"))
+            return train_opennmt(where, data, args, pythons[base], lr, options.get("dropout"))
         return train_joeynmt(where, data, args, pythons[base], lr)
 
     gemm = [gemm_gflops()]

@@ -133,14 +133,13 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
         att = {"fwd": word_attention(models["fwd"], fr, en, paths[f"{split}.fr"])}
         if reverse:
             att["rev"] = word_attention(models["rev"], en, fr, paths[f"{split}.en"])
-        for (method, thr), shift, sym in itertools.product(methods, (0, 1), symmetrise):
-            links = [attention_links(w, method, thr, shift) for w in att["fwd"]]
-            if sym is not None:
-                back = [flip(attention_links(w, method, thr, shift)) for w in att["rev"]]
-                links = [symmetrize(f, b, sym) for f, b in zip(links, back)]
-            label = method + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}"
-            label += f"/{sym}" if sym else ""
-            out[f"{split}/{label}"] = {**aer(links, sure, possible), "sentences": len(fr)}
+        for (method, thr), shift in itertools.product(methods, (0, 1)):
+            label = f"{split}/{method}" + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}"
+            fwd = [attention_links(w, method, thr, shift) for w in att["fwd"]]
+            back = [flip(attention_links(w, method, thr, shift)) for w in att.get("rev", [])]
+            for sym in symmetrise:  # None: the forward model alone
+                links = fwd if sym is None else [symmetrize(f, b, sym) for f, b in zip(fwd, back)]
+                out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]

@@ -337,7 +337,6 @@ class Trainer:
         self.src_tok, self.tgt_tok, self.train_data, self.valid = load_data(cfg, self.ctx, resume)
         self.model = build_model(cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
         self.optimizer = make_optimizer(cfg, self.model.parameters())
-        self.dropout_on = True  # as built; regularize() switches (train.dropout_start)
         self.state = TrainState(lr=t.lr)
         if resume:
             saved = load_train_state(self.model_dir, self.model, self.optimizer)
@@ -466,9 +465,8 @@ class Trainer:
 
     def regularize(self, on: bool) -> None:
         """Dropout and word dropout on or off (train.dropout_start: off for the first steps)."""
-        if on != self.dropout_on:
+        if on != self.model.dropout_on:
             self.model.set_dropout(on)
-            self.dropout_on = on
             until = f"off until step {self.t.dropout_start}"
             log.info("step %d: dropout %s", self.state.step, "on" if on else until)
 
@@ -476,7 +474,7 @@ class Trainer:
         """The batch's examples, with word dropout (seeded by epoch and position: resumable)."""
         examples = [self.train_data.examples[i] for i in batch]
         m = self.cfg.model
-        if (m.word_dropout > 0 or m.word_dropout_target > 0) and self.dropout_on:
+        if (m.word_dropout > 0 or m.word_dropout_target > 0) and self.model.dropout_on:
             rng = random.Random(self.t.seed * 1_000_003 + epoch * 100_003 + pos)
             examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
         return examples

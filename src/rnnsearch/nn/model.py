@@ -111,6 +111,7 @@ class RNNsearch(nn.Module):
         """Every dropout of the model at its configured rate (on) or at 0 (off); the trainer keeps
         them off for the first ``train.dropout_start`` steps ("late dropout", Liu et al. 2023)."""
         c = self.cfg
+        self.dropout_on = on
         self.drop_emb.p, self.drop_hidden.p, self.drop_readout.p = (
             (c.dropout_emb, c.dropout_hidden, c.dropout_readout) if on else (0.0, 0.0, 0.0))
         self.state_dropout = c.dropout_state if on else 0.0

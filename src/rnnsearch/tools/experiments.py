@@ -19,8 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -183,8 +187,6 @@ def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
                   resume=(d / "train_state.safetensors").exists())
             seconds[d] = time.time() - started
         return seconds
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(jobs) as pool:
         seconds.update(zip(todo, pool.map(lambda item: _train_process(*item), todo.items())))
     return seconds
@@ -192,10 +194,6 @@ def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
 
 def _train_process(model_dir: Path, raw: dict) -> float:
     """One pool model trained by a ``rnnsearch train`` process of its own; its seconds."""
-    import os
-    import subprocess
-    import sys
-
     log_file = model_dir.parent / f"{model_dir.name}.log"
     if (model_dir / "train_state.safetensors").exists():
         args = ["--resume", str(model_dir)]
@@ -221,12 +219,12 @@ def _score_system(label: str, model_dir: Path, src: list[str], ref: list[str], b
     from rnnsearch.engine.checkpoint import read_config
     from rnnsearch.engine.translate import load
 
-    device = read_config(model_dir).train.device
-    model = load(model_dir, device="cpu" if device == "auto" else device)
+    cfg = read_config(model_dir)
+    model = load(model_dir, device="cpu" if cfg.train.device == "auto" else cfg.train.device)
     begin = time.time()
     hyps = [t.text for t in model.translate(src, beam=5, attention=False)]
     decode_s = time.time() - begin
-    entry = {"label": label, "model_dir": str(model_dir), "config": read_config(model_dir).to_dict(),
+    entry = {"label": label, "model_dir": str(model_dir), "config": cfg.to_dict(),
              **{k: v for k, v in score_corpus(hyps, ref).items()
                 if k in ("bleu", "chrf", "bleu_signature")},
              "by_length": bleu_by_length(src, hyps, ref, buckets),
@@ -298,8 +296,6 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             model_dir = root / "models" / _model_name(raw)  # named before the threads: the same model
             raw["model_dir"] = str(model_dir)
             if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
-                import os
-
                 raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
             plan[n][label], models[model_dir] = model_dir, raw
     trained = _train_pool(models, jobs)
