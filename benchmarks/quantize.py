@@ -1,15 +1,16 @@
-"""int8 decoding against fp32, side by side on one trained model: sentences/s and BLEU.
+"""int8 (and bf16) decoding against fp32, side by side on one trained model: sentences/s and BLEU.
 
     python benchmarks/quantize.py --model runs/multi30k_de_en_cpu \
-        --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz
+        --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz \
+        [--kinds fp32 int8 bf16]
 
-The model is loaded twice (``rnnsearch.load(..., quantize="none" | "int8")``); each round decodes
-the whole test set with both, alternating which goes first, greedy and beam 5, so that a noisy
-machine slows both alike; the speed of each is its median over the rounds. BLEU (sacrebleu,
-13a) is of the translations each produced. Prints one JSON object; docs/benchmarks.md, "int8
+The model is loaded once per kind (``rnnsearch.load(..., quantize="none" | "int8")``; bf16 is the
+fp32 model decoding under ``precision="bf16"``); each round decodes the whole test set with every
+kind, rotating which goes first, greedy and beam 5, so that a noisy machine slows all alike; the
+speed of each is its median over the rounds. BLEU (sacrebleu, 13a) is of the translations each
+produced; every kind is compared with fp32. Prints one JSON object; docs/benchmarks.md, "int8
 decoding", has the figures.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,9 @@ import rnnsearch  # noqa: E402
 from rnnsearch.engine.evaluate import score_corpus  # noqa: E402
 from rnnsearch.io import read_aligned  # noqa: E402
 
+# kind -> (what rnnsearch.load quantizes, the precision translate runs in)
+KINDS = {"fp32": ("none", "fp32"), "int8": ("int8", "fp32"), "bf16": ("none", "bf16")}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,20 +44,24 @@ def main() -> None:
     ap.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sentences", type=int, default=0, help="first N test sentences (0: all)")
+    ap.add_argument("--kinds", nargs="+", choices=list(KINDS), default=["fp32", "int8"],
+                    help="what to decode with; fp32 is always among them (the baseline)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     src, ref = read_aligned(args.src, args.ref)
     if args.sentences:
         src, ref = src[: args.sentences], ref[: args.sentences]
-    systems = {kind: rnnsearch.load(args.model, device="cpu", quantize=kind) for kind in ("none", "int8")}
-    seconds: dict = {(k, b): [] for k in systems for b in args.beams}
+    kinds = ["fp32"] + [k for k in dict.fromkeys(args.kinds) if k != "fp32"]
+    loaded = {q: rnnsearch.load(args.model, device="cpu", quantize=q) for q in {KINDS[k][0] for k in kinds}}
+    seconds: dict = {(k, b): [] for k in kinds for b in args.beams}
     hyps: dict = {}
     for r in range(args.rounds):
-        order = list(systems) if r % 2 == 0 else list(systems)[::-1]
+        order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]  # each kind first in turn
         for beam in args.beams:
             for kind in order:
+                quantize, precision = KINDS[kind]
                 start = time.perf_counter()
-                out = systems[kind].translate(src, beam=beam, attention=False, precision="fp32")
+                out = loaded[quantize].translate(src, beam=beam, attention=False, precision=precision)
                 seconds[kind, beam].append(time.perf_counter() - start)
                 hyps[kind, beam] = [t.text for t in out]
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
@@ -61,15 +69,16 @@ def main() -> None:
                     "quantized_engine": torch.backends.quantized.engine,
                     "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
     for beam in args.beams:
-        row = {}
-        for kind, name in (("none", "fp32"), ("int8", "int8")):
+        row: dict = {}
+        for kind in kinds:
             s = statistics.median(seconds[kind, beam])
-            row[name] = {"sent_per_s": round(len(src) / s, 1),
+            row[kind] = {"sent_per_s": round(len(src) / s, 1),
                          "bleu": round(score_corpus(hyps[kind, beam], ref)["bleu"], 2)}
-        row["speedup"] = round(row["int8"]["sent_per_s"] / row["fp32"]["sent_per_s"], 3)
-        row["bleu_delta"] = round(row["int8"]["bleu"] - row["fp32"]["bleu"], 2)
-        same = sum(a == b for a, b in zip(hyps["none", beam], hyps["int8", beam]))
-        row["identical_translations"] = round(same / max(len(src), 1), 3)
+        for kind in kinds[1:]:  # each against fp32: speed-up, BLEU difference, identical outputs
+            same = sum(a == b for a, b in zip(hyps["fp32", beam], hyps[kind, beam]))
+            row[kind].update(speedup=round(row[kind]["sent_per_s"] / row["fp32"]["sent_per_s"], 3),
+                             bleu_delta=round(row[kind]["bleu"] - row["fp32"]["bleu"], 2),
+                             identical_translations=round(same / max(len(src), 1), 3))
         result[f"beam{beam}"] = row
     print(json.dumps(result, indent=1))
 

@@ -149,3 +149,27 @@ def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(revers
     assert out["test/argmax/shift1"]["aer"] > out["test/argmax/shift0"]["aer"]  # α_i is the right row here
     assert out["test_with_trial_choice"] == out["test/" + out["chosen_on_trial"]]
     assert "shift0" in out["chosen_on_trial"]
+
+
+def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_path):
+    import json
+    import subprocess
+
+    from conftest import TOY
+
+    from rnnsearch.tools.toy import toy_pairs
+
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    sources, targets = toy_pairs(12, "reverse", seed=5, **TOY)
+    src.write_text("".join(s + "\n" for s in sources))
+    ref.write_text("".join(t + "\n" for t in targets))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "quantize.py"
+    out = subprocess.run([sys.executable, str(script), "--model", str(reverse_model), "--src", str(src),
+                          "--ref", str(ref), "--rounds", "2", "--beams", "1", "--kinds", "bf16", "int8"],
+                         capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout)["beam1"]
+    assert list(row) == ["fp32", "bf16", "int8"]  # the baseline first, then the kinds asked for
+    assert "speedup" not in row["fp32"]
+    for kind in ("bf16", "int8"):
+        assert row[kind]["speedup"] > 0 and 0 <= row[kind]["identical_translations"] <= 1
+        assert row[kind]["bleu_delta"] == pytest.approx(row[kind]["bleu"] - row["fp32"]["bleu"], abs=0.011)
