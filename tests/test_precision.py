@@ -39,7 +39,7 @@ def test_the_faster_precision_is_chosen_and_cached(cache, monkeypatch, fp32_s, b
     assert precision.choose("train", torch.device("cpu"), "model A", timer) == expected
     assert sorted(timed) == ["bf16", "bf16", "fp32", "fp32"]  # twice each: the better of two runs counts
     saved = json.loads(cache.read_text())
-    assert list(saved.values()) == [expected] and "Test CPU" in next(iter(saved))
+    assert list(saved.values()) == [expected] and "Test CPU (amx_bf16)" in next(iter(saved))
     timed.clear()
     assert precision.choose("train", torch.device("cpu"), "model A", timer) == expected
     assert timed == []  # from the cache

@@ -65,7 +65,13 @@ def has_bf16_units(device: torch.device) -> bool:
 
 
 def machine(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_info()[0]
+    """The GPU's name, or the CPU's with the bf16 instructions it has: two CPUs may report one
+    name (both of this project's AMD EPYC VMs say "AMD EPYC") and differ in exactly those."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name, flags = cpu_info()
+    units = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    return f"{name} ({' '.join(units)})" if units else name
 
 
 def choose(kind: str, device: torch.device, size: str, timer: Callable[[str], float]) -> str:
