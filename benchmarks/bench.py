@@ -41,6 +41,7 @@ import anchors  # noqa: E402
 
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
 from rnnsearch.engine.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
+from rnnsearch.engine.precision import cpu_info  # noqa: E402
 from rnnsearch.engine.train import batch_loss, make_optimizer  # noqa: E402
 from rnnsearch.engine.translate import Translator  # noqa: E402
 from rnnsearch.engine.vocab import build_tokenizers  # noqa: E402
@@ -60,6 +61,13 @@ def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.flo
         a @ b
     _sync(device)
     return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def cpu_features() -> list[str]:
+    """The flags that decide this CPU's speed here (two machines may share one model name): the
+    vector width, and the bf16 and int8 matrix instructions."""
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx")
+    return sorted(f for f in cpu_info()[1] if f.startswith(wanted))
 
 
 def _sync(device) -> None:
@@ -499,8 +507,9 @@ def time_to_bleu(args) -> None:
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in set(bases) if name in anchors.ANCHORS}
     data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
     started = time.time()
-    result = {"machine": cpu_model(), "threads": args.threads, "jobs": args.jobs, "points": args.points,
-              "rnnsearch_config": args.rnnsearch_config, "command": " ".join(sys.argv),
+    result = {"machine": cpu_model(), "cpu_features": cpu_features(), "threads": args.threads,
+              "jobs": args.jobs, "points": args.points, "rnnsearch_config": args.rnnsearch_config,
+              "command": " ".join(sys.argv),
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
     result.update(curve.run_curve(args, data, pythons, log))
     result["seconds"] = round(time.time() - started)
