@@ -495,7 +495,7 @@ def time_to_bleu(args) -> None:
     from demo_seeds import cpu_model
 
     try:
-        bases = [curve.split_system(s)[0] for s in args.systems]
+        bases = [curve.system_options(s)[0] for s in args.systems]
     except ValueError as e:
         raise SystemExit(f"bench: {e}") from None
     bad = [s for s in bases if s not in curve.SYSTEMS]

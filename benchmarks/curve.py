@@ -59,12 +59,6 @@ def system_options(name: str) -> tuple[str, dict[str, float]]:
     return base, out
 
 
-def split_system(name: str) -> tuple[str, float | None]:
-    """"opennmt@lr0.002" -> ("opennmt", 0.002): a system and its learning rate, if changed."""
-    base, options = system_options(name)
-    return base, options.get("lr")
-
-
 def interval(offset: float, points: list[float]) -> int:
     """Index of the first point (minutes) at or after `offset` seconds; len(points) if past them all."""
     for k, p in enumerate(points):
@@ -272,7 +266,7 @@ def run_curve(args, data: dict, pythons: dict, log) -> dict:
         if name.startswith("rnnsearch"):
             hyps = score_rnnsearch(ckpt, where, data, args.threads)
         else:
-            base = split_system(name)[0]
+            base = system_options(name)[0]
             hyps = score_anchor(base, ckpt, where, data, pythons[base], args.threads)
         value = bleu(hyps, data["test_refs"])
         log(f"curve: {name} at {minutes} min ({ckpt.name}, saved at {saved:.2f} min): BLEU {value}")

@@ -107,8 +107,8 @@ def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
     assert curve.minutes_to(30.0, [[2, 15.0], [5, 35.0]]) == pytest.approx(2 + 15 / 20 * 3)
     assert curve.minutes_to(30.0, [[2, 40.0]]) == pytest.approx(1.5)
     assert curve.minutes_to(30.0, [[2, 10.0], [5, None], [10, 20.0]]) is None
-    assert curve.split_system("opennmt@lr0.002") == ("opennmt", 0.002)
-    assert curve.split_system("rnnsearch") == ("rnnsearch", None)
+    assert curve.system_options("opennmt@lr0.002") == ("opennmt", {"lr": 0.002})
+    assert curve.system_options("rnnsearch") == ("rnnsearch", {})
     assert curve.system_options("opennmt@lr0.002@drop0.3") == ("opennmt", {"lr": 0.002, "dropout": 0.3})
     with pytest.raises(ValueError, match="unknown option @drop0.3"):
         curve.system_options("rnnsearch@drop0.3")  # rnnsearch's dropout is its config's

@@ -39,6 +39,9 @@ def model_size(cfg: Config, src_vocab: int, tgt_vocab: int, work: str) -> str:
             f"vocab {src_vocab}/{tgt_vocab} {work}")
 
 
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags of CPU bf16 matrix instructions
+
+
 @functools.cache
 def cpu_info() -> tuple[str, set[str]]:
     """The CPU's model name and feature flags, from /proc/cpuinfo (empty where there is none)."""
@@ -61,7 +64,7 @@ def has_bf16_units(device: torch.device) -> bool:
     AVX512-BF16 or AMX-BF16."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_info()[1])
+    return bool(BF16_FLAGS & cpu_info()[1])
 
 
 def machine(device: torch.device) -> str:
@@ -70,7 +73,7 @@ def machine(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     name, flags = cpu_info()
-    units = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    units = sorted(flags & BF16_FLAGS)
     return f"{name} ({' '.join(units)})" if units else name
 
 
