@@ -61,3 +61,66 @@ def test_damaged_train_state_refuses_to_resume(model_copy):
     cfg.model_dir = str(model_copy)
     with pytest.raises(CheckpointError, match="training state is damaged"):
         train(cfg, resume=True)
+
+
+def _snapshots(model_dir, offsets):
+    """Copies of the model's weights shifted by each offset, as train.keep_last keeps them."""
+    from safetensors.torch import load_file, save_file
+
+    base = load_file(str(model_dir / "model.safetensors"))
+    (model_dir / "checkpoints").mkdir(exist_ok=True)
+    for n, d in enumerate(offsets):
+        path = model_dir / "checkpoints" / f"step-{n + 1:08d}.safetensors"
+        save_file({k: v + d for k, v in base.items()}, str(path))
+    return base
+
+
+def test_average_the_last_checkpoints(model_copy, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from rnnsearch.tools.cli import main
+
+    base = _snapshots(model_copy, [5.0, 0.0, 1.0, 2.0])  # the oldest is left out of --last 3
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "avg"), "--last", "3"]) == 0
+    got = load_file(str(tmp_path / "avg" / "model.safetensors"))
+    assert set(got) == set(base)
+    for k, v in base.items():
+        assert got[k].dtype == v.dtype and torch.allclose(got[k], v + 1.0, atol=1e-6), k
+    assert sorted(p.name for p in (tmp_path / "avg").iterdir()) == ["config.json", "model.safetensors",
+                                                                     "src.vocab.txt", "tgt.vocab.txt"]
+    # a model directory like any other: the same translations as the run's own weights shifted by 1
+    (model_copy / "checkpoints" / "step-00000001.safetensors").unlink()
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "one"),
+                 "--weights", str(model_copy / "checkpoints" / "step-00000004.safetensors"),
+                 str(model_copy / "checkpoints" / "step-00000002.safetensors")]) == 0
+    a = rnnsearch.load(tmp_path / "avg", device="cpu").translate(["w1 w2 w3"])[0]
+    b = rnnsearch.load(tmp_path / "one", device="cpu").translate(["w1 w2 w3"])[0]
+    assert a.tokens == b.tokens and a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_average_refuses_what_it_cannot_do(model_copy, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    from rnnsearch.tools.cli import main
+
+    _snapshots(model_copy, [0.0, 1.0])
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "a"), "--last", "3"]) == 2
+    assert "2 snapshot(s), --last asks for 3" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("data")
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "full"), "--last", "2"]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert (tmp_path / "full" / "keep.txt").read_text() == "data"  # nothing overwritten
+    other = {k: v[:1] for k, v in load_file(str(model_copy / "model.safetensors")).items()}
+    save_file(other, str(tmp_path / "other.safetensors"))
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "b"), "--weights",
+                 str(model_copy / "model.safetensors"), str(tmp_path / "other.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert "other.safetensors" in err and "not the same model" in err
+    broken = model_copy / "checkpoints" / "step-00000002.safetensors"
+    broken.write_bytes(broken.read_bytes()[:500])
+    assert main(["average", str(model_copy), "--out", str(tmp_path / "c"), "--last", "2"]) == 2
+    assert "step-00000002.safetensors: not a readable safetensors file" in capsys.readouterr().err
+    # nothing half-written: no output directory, no temporary one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "model", "other.safetensors"]

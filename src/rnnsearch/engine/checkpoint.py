@@ -8,6 +8,7 @@
     train_state.json         a readable copy of that state
     src.spm.model / tgt.spm.model  (or joint.*, or *.vocab.txt for word vocabularies)
     log.jsonl                training and validation metrics, one JSON object a line
+    checkpoints/             with train.keep_last: the last N snapshots (`rnnsearch average`)
 
 Every file is written to a temporary name and renamed, so a crash at any instant
 leaves the previous good file in place. No pickle anywhere.
@@ -16,6 +17,7 @@ leaves the previous good file in place. No pickle anywhere.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from rnnsearch.config import Config, ConfigError, config_from_dict
-from rnnsearch.engine.vocab import load_tokenizers
+from rnnsearch.engine.vocab import load_tokenizers, tokenizer_files
 from rnnsearch.io import DataError, atomic_write, atomic_write_text
 from rnnsearch.nn.model import build_model
 
@@ -156,3 +158,83 @@ def load_train_state(model_dir: Path, model: torch.nn.Module,
             f"{model_dir}: optimizer state does not fit this model/optimizer ({e})") from None
     torch.set_rng_state(tensors["torch_rng"])
     return state
+
+
+# -- checkpoint averaging ----------------------------------------------------------
+def snapshots(model_dir: Path) -> list[Path]:
+    """The weight snapshots ``train.keep_last`` kept in ``model_dir/checkpoints``, oldest first."""
+    return sorted((Path(model_dir) / "checkpoints").glob("step-*.safetensors"))
+
+
+def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of several weight files of one model, accumulated in fp64 and
+    returned in each tensor's own dtype (the average of the last few checkpoints of a run
+    usually translates better than any one of them)."""
+    if not paths:
+        raise CheckpointError("average: no weight files given")
+    first = paths[0]
+    total: dict[str, torch.Tensor] = {}
+    kept: dict[str, torch.Tensor] = {}  # the first file's tensors: dtypes, and integer buffers as they are
+    for n, path in enumerate(paths):
+        try:
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+        if n == 0:
+            kept = tensors
+            total = {k: v.to(torch.float64) for k, v in tensors.items() if v.is_floating_point()}
+            continue
+        if set(tensors) != set(kept):
+            diff = sorted(set(tensors) ^ set(kept))
+            raise CheckpointError(f"{path}: not the same model as {first} (tensors {diff[:3]} differ)")
+        for k, v in tensors.items():
+            if v.shape != kept[k].shape:
+                raise CheckpointError(f"{path}: {k} has shape {tuple(v.shape)}, {first} has "
+                                      f"{tuple(kept[k].shape)}: not the same model")
+            if k in total:
+                total[k] += v.to(torch.float64)
+    return {k: (total[k] / len(paths)).to(v.dtype) if k in total else v for k, v in kept.items()}
+
+
+def write_averaged_model(model_dir: Path, paths: list[Path], out_dir: Path) -> Path:
+    """A new model directory ``out_dir``: ``model_dir``'s config and tokenizers, and as its
+    weights the average of ``paths``. Every command that takes a model directory reads it; it
+    is built under a temporary name and renamed, so no half-written directory is ever left."""
+    import shutil
+    import tempfile
+
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    cfg = read_config(model_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise CheckpointError(f"{out_dir}: exists and is not empty; give a new directory")
+    names = dict.fromkeys(tokenizer_files(cfg.vocab.kind, cfg.vocab.joint))
+    for name in ("config.json", *names):
+        if not (model_dir / name).exists():
+            raise CheckpointError(f"{model_dir}: no {name}; not a complete model directory")
+    averaged = average_weights(paths)
+    model = build_model(cfg.model, *_vocab_sizes(model_dir, cfg))
+    own = model.state_dict()
+    if set(own) != set(averaged) or any(own[k].shape != averaged[k].shape for k in own):
+        raise CheckpointError(f"{paths[0]}: the weights do not match the model in {model_dir}/config.json")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for name in ("config.json", *names):
+            shutil.copy2(model_dir / name, tmp / name)
+        meta = {"averaged": json.dumps([str(p) for p in paths])}
+        save_file(averaged, str(tmp / "model.safetensors"), metadata=meta)
+        if out_dir.exists():
+            out_dir.rmdir()  # empty, checked above
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir / "model.safetensors"
+
+
+def _vocab_sizes(model_dir: Path, cfg: Config) -> tuple[int, int]:
+    try:
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+    except DataError as e:
+        raise CheckpointError(str(e)) from None
+    return len(src_tok), len(tgt_tok)

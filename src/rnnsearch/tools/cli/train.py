@@ -56,6 +56,34 @@ def cmd_train(args) -> None:
         raise MissingFileError(e.path, f"{e} (run: {hint})") from None
 
 
+def add_average(sub) -> None:
+    p = sub.add_parser("average", help="average a run's last checkpoints into a new model directory")
+    p.add_argument("model", metavar="MODEL_DIR", help="a run trained with train.keep_last > 0")
+    p.add_argument("--out", required=True, metavar="DIR", help="the new model directory (must not exist yet)")
+    p.add_argument("--last", type=int, default=5, metavar="N",
+                   help="average the N newest snapshots in MODEL_DIR/checkpoints (default 5)")
+    p.add_argument("--weights", nargs="+", metavar="FILE",
+                   help="average these weight files instead (e.g. MODEL_DIR/checkpoints/step-*.safetensors)")
+    p.set_defaults(func=cmd_average)
+
+
+def cmd_average(args) -> None:
+    from rnnsearch.engine.checkpoint import CheckpointError, snapshots, write_averaged_model
+
+    if args.weights:
+        paths = [Path(w) for w in args.weights]
+    else:
+        if args.last < 1:
+            raise CheckpointError(f"average: --last must be at least 1, got {args.last}")
+        have = snapshots(Path(args.model))
+        if len(have) < args.last:
+            raise CheckpointError(f"{args.model}/checkpoints: {len(have)} snapshot(s), --last asks for "
+                                  f"{args.last} (train with --set train.keep_last={args.last} to keep them)")
+        paths = have[-args.last:]
+    out = write_averaged_model(Path(args.model), paths, Path(args.out))
+    log.info("averaged %d checkpoints (%s ... %s) into %s", len(paths), paths[0].name, paths[-1].name, out)
+
+
 def add_params(sub) -> None:
     p = sub.add_parser("params", help="print a model's parameter count (e.g. --preset paper)")
     p.add_argument("config", nargs="?")
