@@ -202,17 +202,33 @@ def quick(args) -> None:
     model.eval()
     translator = Translator(cfg, model, src_tok, tgt_tok, device)
     sents = test_src[: args.decode_sentences]
-    speed = {}
-    for beam in (1, 5):
-        for timed in (False, True):  # one untimed pass: warm-up (kernels, allocator) on a GPU
-            _sync(device)
-            begin = time.perf_counter()
-            translator.translate(sents, beam=beam, batch_size=args.decode_batch, attention=False,
-                                 precision=args.precision)
-            _sync(device)
-            if timed or not gpu:
-                break
-        speed[beam] = len(sents) / (time.perf_counter() - begin)
+    def decode_speeds() -> tuple[dict[int, float], dict[int, list[str]]]:
+        speed, texts = {}, {}
+        for beam in (1, 5):
+            for timed in (False, True):  # an untimed pass first on a GPU: kernels, allocator, graph capture
+                _sync(device)
+                begin = time.perf_counter()
+                out = translator.translate(sents, beam=beam, batch_size=args.decode_batch, attention=False,
+                                           precision=args.precision)
+                _sync(device)
+                if timed or not gpu:
+                    break
+            speed[beam] = len(sents) / (time.perf_counter() - begin)
+            texts[beam] = [t.text for t in out]
+        return speed, texts
+
+    speed, texts = decode_speeds()
+    graphs = None
+    if args.cuda_graphs:  # the same decoding replayed from CUDA graphs (on a CPU: its padding, eagerly)
+        translator.use_graphs(capture=gpu)
+        g_speed, g_texts = decode_speeds()
+        graphs = {"mode": "captured" if gpu else "padded, eager (no CUDA device)",
+                  "graphs": len(translator.graphs.graphs) if translator.graphs else 0,
+                  "greedy_sent_per_s": round(g_speed[1], 1), "beam5_sent_per_s": round(g_speed[5], 1),
+                  "greedy_speedup": round(g_speed[1] / speed[1], 2),
+                  "beam5_speedup": round(g_speed[5] / speed[5], 2),
+                  "same_translations": {b: sum(x == y for x, y in zip(g_texts[b], texts[b])) / len(sents)
+                                        for b in (1, 5)}}
 
     result = {
         "corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
@@ -226,7 +242,7 @@ def quick(args) -> None:
         "mfu": round(tok_s * flops["train_mflop"] * 1e6 / (gemm * 1e9), 3),
         "decode_sentences": len(sents), "decode_batch": args.decode_batch,
         "greedy_sent_per_s": round(speed[1], 1), "beam5_sent_per_s": round(speed[5], 1),
-        "beam5_seconds": round(len(sents) / speed[5], 3),
+        "beam5_seconds": round(len(sents) / speed[5], 3), "cuda_graphs": graphs,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
@@ -534,6 +550,9 @@ def main() -> None:
     ap.add_argument("--gru", choices=["paper", "cudnn"], default="paper",
                     help="--quick: GRU form; cudnn runs the encoder in torch's fused kernel")
     ap.add_argument("--compile", action="store_true", help="--quick: torch.compile the decoder's time step")
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="--quick: decode a second time with each step replayed from a CUDA graph (on a CPU: "
+                         "the graphs' padding, run eagerly); speeds and agreement under cuda_graphs")
     ap.add_argument("--profile", metavar="FILE", help="--quick: profile 10 more training steps, operator "
                     "table to FILE, summary (ms per step, kernel launches, GPU busy fraction) in the JSON")
     ap.add_argument("--batch-tokens", type=int, default=0, help="--quick: batches of N padded target tokens "

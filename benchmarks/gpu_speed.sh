@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One prepared run for a GPU machine lent for minutes (the GPU half of the speed work):
 #   1. the device-aware tests on the GPU (RNNSEARCH_TEST_DEVICE=cuda pytest -k device: the cuDNN
-#      encoder, the inductor-compiled time step, beam search, autocast training);
-#   2. the --quick benchmark in the variants below, one JSON each, with a profile of 10 steps;
+#      encoder, the inductor-compiled time step, beam search, CUDA-graph decoding, autocast training);
+#   2. the --quick benchmark in the variants below, one JSON each, with a profile of 10 steps, each
+#      decoding twice: eagerly and with every step replayed from a CUDA graph (--cuda-graphs);
 #   3. picks the training flags the variants measured fastest (m30-flags.txt: bf16 if it beat fp32,
 #      the cuDNN encoder if it beat the loop, the compiled step if it beat eager) and, with M30=1,
 #      trains Multi30k with them through gpu_multi30k.sh (wall time to the core BLEU).
@@ -28,7 +29,7 @@ PY=${PYTHON:-python3}
 if [ "${CHECK:-1}" = 1 ]; then
   echo "== tests on $DEVICE"
   RNNSEARCH_TEST_DEVICE=$DEVICE timeout 240 $PY -m pytest -p no:cacheprovider -k device -rs \
-    tests/test_model.py tests/test_search.py tests/test_train.py 2>&1 | tee "$OUT/tests.txt" | tail -15
+    tests/test_model.py tests/test_search.py tests/test_graphs.py tests/test_train.py 2>&1 | tee "$OUT/tests.txt" | tail -15
 fi
 
 # A variant's name says its options: (fp32|bf16)[-cudnn][-compile][-tok|-tok32k] (8,192 or 32,768 tokens a batch).
@@ -37,7 +38,7 @@ for v in $VARIANTS; do
     echo "unknown variant $v" | tee -a "$OUT/errors.txt"; continue
   fi
   args=(--quick --device "$DEVICE" --corpus "$DATA" --train-seconds "$SECONDS_EACH" --decode-sentences 1000
-        --decode-batch 1000 --profile "$OUT/profile-$v.txt" --precision "${BASH_REMATCH[1]}")
+        --decode-batch 1000 --profile "$OUT/profile-$v.txt" --precision "${BASH_REMATCH[1]}" --cuda-graphs)
   [ -n "${BASH_REMATCH[2]}" ] && args+=(--gru cudnn)
   [ -n "${BASH_REMATCH[3]}" ] && args+=(--compile)
   case ${BASH_REMATCH[4]} in -tok32k) args+=(--batch-tokens 32768) ;; -tok) args+=(--batch-tokens 8192) ;; esac
@@ -45,7 +46,7 @@ for v in $VARIANTS; do
   start=$(date +%s)
   if timeout 200 $PY benchmarks/bench.py "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then
     echo "$v ok in $(( $(date +%s) - start )) s"
-    $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r.get(k) for k in ('train_tgt_tok_per_s','mfu','gemm_gflops','greedy_sent_per_s','beam5_seconds','peak_gpu_mb')}, r.get('profile'))" "$OUT/quick-$v.json"
+    $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r.get(k) for k in ('train_tgt_tok_per_s','mfu','gemm_gflops','greedy_sent_per_s','beam5_seconds','peak_gpu_mb')}, r.get('profile'), r.get('cuda_graphs'))" "$OUT/quick-$v.json"
   else
     echo "$v FAILED (rc $?) after $(( $(date +%s) - start )) s" | tee -a "$OUT/errors.txt"; tail -5 "$OUT/quick-$v.err"
     rm -f "$OUT/quick-$v.json"

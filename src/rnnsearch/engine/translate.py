@@ -21,6 +21,7 @@ from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data import iterate_sorted, normalize, pad
 from rnnsearch.engine.distributed import resolve_device
+from rnnsearch.engine.graphs import GraphedStep
 from rnnsearch.engine.precision import choose, model_size
 from rnnsearch.engine.vocab import PAD
 from rnnsearch.nn.search import SearchOptions, search_stream
@@ -57,6 +58,12 @@ class Translator:
         self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
         self.model_dir: Optional[Path] = None  # where load() read it from
         self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
+        self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
+
+    def use_graphs(self, capture: Optional[bool] = None) -> None:
+        """Decode through engine/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
+        padded step run eagerly (on any device)."""
+        self.graphs = GraphedStep(self.model, capture)
 
     def resolve_precision(self, precision: Optional[str] = None) -> str:
         """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
@@ -81,7 +88,7 @@ class Translator:
                                 with_attention=False)
         start = time.perf_counter()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            self._decode(pieces, options, 32)
+            self._decode(pieces, options, 32, graphs=False)  # eager either way: captures are not decoding
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
@@ -144,7 +151,8 @@ class Translator:
                       for rank in range(n_best)]
         return [o[0] for o in out] if n_best == 1 else out
 
-    def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int) -> list:
+    def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
+                graphs: bool = True) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
@@ -159,7 +167,8 @@ class Translator:
                 yield src, src != PAD
 
         hyps: list = [None] * len(pieces)
-        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size):
+        step = self.graphs if graphs and self.graphs is not None else None
+        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size, step=step):
             hyps[order[k]] = nbest
         return hyps
 
@@ -217,9 +226,11 @@ class Translator:
         return out
 
 
-def load(model_dir: str | Path, device: str = "auto", quantize: str = "none") -> Translator:
+def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
+         cuda_graphs: bool = False) -> Translator:
     """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
-    int8 matrix products on the CPU (engine/quantize.py), the files on disk untouched."""
+    int8 matrix products on the CPU (engine/quantize.py), the files on disk untouched;
+    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/graphs.py; GPUs only)."""
     from rnnsearch.engine.quantize import KINDS, quantize_int8_
 
     if quantize not in KINDS:
@@ -228,12 +239,16 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none") ->
     if quantize != "none" and dev.type != "cpu":
         raise ConfigError(f"--quantize {quantize} decodes on the CPU; the model was to load on {dev} "
                          "(give --device cpu)")
+    if cuda_graphs and dev.type != "cuda":
+        raise ConfigError(f"--cuda-graphs needs a CUDA device; the model was to load on {dev}")
     cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
     translator = Translator(cfg, model, src_tok, tgt_tok, dev)
     translator.model_dir = Path(model_dir)
     if quantize == "int8":
         quantize_int8_(model)
         translator.quantized = quantize
+    if cuda_graphs:
+        translator.use_graphs()
     return translator
 
 

@@ -26,7 +26,7 @@ forced), so the result for a sentence does not depend on the batch it is decoded
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -91,11 +91,14 @@ def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attenti
 @torch.no_grad()
 def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
                   options: SearchOptions = SearchOptions(),
-                  capacity: int = 64) -> Iterator[tuple[int, list[Hypothesis]]]:
+                  capacity: int = 64,
+                  step: Optional[Callable] = None) -> Iterator[tuple[int, list[Hypothesis]]]:
     """Beam search over a stream of source batches (src, src_mask), at most `capacity` sentences
     in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
     as sentences finish. Chunks are encoded when their sentences are first needed; feed them
-    sorted by length so that sentences decoding together have similar lengths."""
+    sorted by length so that sentences decoding together have similar lengths. `step` stands in
+    for ``model.step`` (same arguments and results: engine/graphs.py's CUDA graphs)."""
+    step = step or model.step
     K, alpha, n_best, neg_inf = options.beam, options.alpha, options.n_best, float("-inf")
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
     queue = _Queue(model, iter(chunks), K, options.max_len_ratio)
@@ -107,7 +110,7 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
         unfinished = (~finished).nonzero().squeeze(1)
         growing = None if unfinished.numel() == n * K else unfinished
-        log_p, new_state, attn = model.step(live.enc, live.state, live.y, rows=growing)
+        log_p, new_state, attn = step(live.enc, live.state, live.y, rows=growing)
         log_p = log_p.float()
         log_p[:, BOS] = neg_inf  # never generated
         log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis

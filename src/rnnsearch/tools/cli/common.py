@@ -31,6 +31,9 @@ def add_quantize(p) -> None:
     p.add_argument("--quantize", choices=["none", "int8"], default="none",
                    help="int8: the decoder's matrix products in int8, quantised at load (CPU only; the "
                    "model directory is unchanged; docs/benchmarks.md has its speed and BLEU)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="replay each decoding step from a CUDA graph: one launch a step instead of dozens "
+                   "(GPUs only; engine/graphs.py)")
 
 
 def ascii_attention(tr) -> str:

@@ -36,7 +36,7 @@ def add_translate(sub) -> None:
 def cmd_translate(args) -> None:
     from rnnsearch.engine.translate import load, write_attention_jsonl
 
-    model = load(args.model, device=args.device, quantize=args.quantize)
+    model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
@@ -98,7 +98,7 @@ def cmd_evaluate(args) -> None:
     systems = []
     tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
     for model_dir in args.model or []:
-        model = load(model_dir, device=args.device, quantize=args.quantize)
+        model = load(model_dir, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
         tokenize = tokenize or model.cfg.data.bleu_tokenize
         start = time.time()
         translations = model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False,
