@@ -204,18 +204,14 @@ def write_averaged_model(model_dir: Path, paths: list[Path], out_dir: Path) -> P
     import tempfile
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    cfg = read_config(model_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise CheckpointError(f"{out_dir}: exists and is not empty; give a new directory")
+    if not paths:
+        raise CheckpointError("average: no weight files given")
+    # the run's config and tokenizers, with the first file as weights: every check load_model_dir makes
+    cfg = load_model_dir(model_dir, weights=str(Path(paths[0]).resolve()))[0]
     names = dict.fromkeys(tokenizer_files(cfg.vocab.kind, cfg.vocab.joint))
-    for name in ("config.json", *names):
-        if not (model_dir / name).exists():
-            raise CheckpointError(f"{model_dir}: no {name}; not a complete model directory")
-    averaged = average_weights(paths)
-    model = build_model(cfg.model, *_vocab_sizes(model_dir, cfg))
-    own = model.state_dict()
-    if set(own) != set(averaged) or any(own[k].shape != averaged[k].shape for k in own):
-        raise CheckpointError(f"{paths[0]}: the weights do not match the model in {model_dir}/config.json")
+    averaged = average_weights(paths)  # the others checked against the first
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -231,10 +227,3 @@ def write_averaged_model(model_dir: Path, paths: list[Path], out_dir: Path) -> P
         raise
     return out_dir / "model.safetensors"
 
-
-def _vocab_sizes(model_dir: Path, cfg: Config) -> tuple[int, int]:
-    try:
-        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-    except DataError as e:
-        raise CheckpointError(str(e)) from None
-    return len(src_tok), len(tgt_tok)

@@ -75,10 +75,9 @@ class GraphedStep:
         if g.source is not enc:
             _fill(g.enc, enc)
             g.source = enc
+        # rows past n keep whatever they last held: finite, computed alone, and dropped
         g.state[:n].copy_(state)
-        g.state[n:].zero_()
         g.y[:n].copy_(y_prev)
-        g.y[n:].fill_(PAD)
         if g.graph is None and self.capture:
             g.graph, g.out = self._capture(g)
         if g.graph is not None and g.out is not None:
