@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import sys
@@ -346,6 +347,15 @@ def _pieces(model_file: Path) -> list:
     return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
 
 
+# rnnsearch's systems in the side-by-side run. "rnnsearch" pins fp32 everywhere: the like-for-like
+# comparison. "rnnsearch-auto" is what a user gets from the shipped defaults, precision: auto in
+# training and decoding (bf16 where it measures faster on the machine, else fp32). "rnnsearch-int8"
+# trains nothing: it decodes rnnsearch's fp32 model with --quantize int8.
+VARIANTS = {"rnnsearch": {"train": "fp32", "decode": "fp32", "quantize": "none"},
+            "rnnsearch-auto": {"train": "auto", "decode": "auto", "quantize": "none"},
+            "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"}}
+
+
 def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32") -> dict:
     d = data["dir"]
     cfg = json.loads(json.dumps(BENCH_CONFIG))
@@ -368,21 +378,33 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
     records = [json.loads(x) for x in (work / "model" / "log.jsonl").read_text().splitlines()]
     rates = [r["tok_per_s"] for r in records if r.get("kind") == "train"]
     return {"tgt_tok_per_s": anchors.steady(rates), "reports": len(rates), "seconds": done.seconds,
-            "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model")}
+            "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model"),
+            "precision": trained_precision(done.output, precision)}
+
+
+def trained_precision(output: str, asked: str) -> str:
+    """The precision a training run used: `asked`, or what "auto" resolved to (its log says)."""
+    if asked != "auto":
+        return asked
+    found = re.findall(r"precision: (\w+) \(train\.precision auto\)", output)
+    if not found:
+        raise RuntimeError("rnnsearch train with precision auto did not log what it chose")
+    return found[-1]
 
 
 def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
-                        precision: str = "fp32") -> dict:
+                        precision: str = "fp32", quantize: str = "none") -> dict:
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
     load not) and writes the translations."""
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
                         "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
-                        "--precision", precision,
+                        "--precision", precision, "--quantize", quantize,
                         "--batch-size", str(SIZES["batch"])],  # the anchors' batch, not our default
                        out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
     seconds = report["translate_seconds"]
-    return {"seconds": seconds, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb}
+    return {"seconds": seconds, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb,
+            "precision": report["precision"]}
 
 
 def bleu(hyp_lines: list[str], refs: list[str]) -> float:
@@ -393,11 +415,12 @@ def bleu(hyp_lines: list[str], refs: list[str]) -> float:
 
 def side_by_side(args) -> None:
     work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
-    # rnnsearch-bf16: the same model trained and decoding with bf16 matrix products (CPUs with
-    # AVX512-BF16/AMX); its ratios are reported too, but the like-for-like comparison is fp32
-    # against fp32
-    systems = ["rnnsearch", "opennmt", "joeynmt"]
-    pythons = {name: anchors.ensure_venv(name, venvs, log) for name in systems[1:]}
+    ours = [name for name in VARIANTS if name in args.variants]
+    if "rnnsearch-int8" in ours and "rnnsearch" not in ours:
+        raise SystemExit("bench: rnnsearch-int8 decodes rnnsearch's model: name both in --variants")
+    trained = [name for name in ours if "model_of" not in VARIANTS[name]]
+    anchor_names = ["opennmt", "joeynmt"]
+    pythons = {name: anchors.ensure_venv(name, venvs, log) for name in anchor_names}
     data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
     test_src = data["dir"] / "test.src"
     n_test = len(data["test_refs"])
@@ -406,14 +429,13 @@ def side_by_side(args) -> None:
 
     def train(name: str, where: Path, steps: int) -> dict:
         log(f"training {name} for {steps} steps in {where}")
-        if name.startswith("rnnsearch"):
-            return rnnsearch_train(where, data, steps, "bf16" if name.endswith("bf16") else "fp32")
+        if name in VARIANTS:
+            return rnnsearch_train(where, data, steps, VARIANTS[name]["train"])
         if name == "opennmt":
             return anchors.opennmt_train(pythons[name], where, data["dir"], steps, SIZES)
         return anchors.joeynmt_train(pythons[name], where, data["dir"], steps, SIZES)
 
-    if args.bf16:
-        systems.insert(1, "rnnsearch-bf16")
+    systems = trained + anchor_names
     rounds = [("A", systems, args.short_steps), ("B", systems[::-1], args.steps)]
     training = {name: {} for name in systems}
     for label, order, steps in rounds:
@@ -423,19 +445,21 @@ def side_by_side(args) -> None:
     gemm.append(gemm_gflops())
 
     def translate(name: str, beam: int, out: Path) -> dict:
-        model = training[name]["B"]["model"]
-        if name.startswith("rnnsearch"):
-            # bf16: decoding too
+        if name in VARIANTS:
+            v = VARIANTS[name]
+            model = training[v.get("model_of", name)]["B"]["model"]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
-                                       out, beam, "bf16" if name.endswith("bf16") else "fp32")
+                                       out, beam, v["decode"], v["quantize"])
+        model = training[name]["B"]["model"]
         if name == "opennmt":
             return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
         return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
 
-    decoding = {name: {1: [], 5: []} for name in systems}
+    decoders = ours + anchor_names
+    decoding = {name: {1: [], 5: []} for name in decoders}
     outputs = {}
     for r in range(args.decode_rounds):
-        order = systems if r % 2 == 0 else systems[::-1]
+        order = decoders if r % 2 == 0 else decoders[::-1]
         for beam in (1, 5):
             for name in order:
                 out = work / "decode" / f"{name}.beam{beam}.round{r}"
@@ -447,56 +471,68 @@ def side_by_side(args) -> None:
     gemm_rate = sorted(gemm)[len(gemm) // 2]
     gemm_bf16 = gemm_gflops(dtype=torch.bfloat16)
 
-    ours = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
-                                  data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
-    flops = {name: ours for name in systems if name.startswith("rnnsearch")}
-    for name in ("opennmt", "joeynmt"):
+    ours_flops = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
+                                        data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
+    flops = {name: ours_flops for name in trained}
+    for name in anchor_names:
         flops[name] = anchors.anchor_flops_per_target_token(
             SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
             data["src_per_tgt"], data["mean_src_len"])
     speed = lambda runs: [n_test / r["seconds"] for r in runs]  # noqa: E731  sentences/s of each round
-    result = {"systems": {}, "ratios": {}}
-    for name in systems:
-        tr = training[name]
-        tok = {label: tr[label]["tgt_tok_per_s"] for label, _, _ in rounds}
+    result: dict = {"systems": {}, "ratios": {}}
+    for name in decoders:
         hyps = {}
         for beam in (1, 5):
             lines = outputs[(name, beam)].read_text().splitlines()
-            if not name.startswith("rnnsearch"):
+            if name not in VARIANTS:
                 lines = [data["tgt_tok"].sp.decode_pieces(x.split()) for x in lines]
             hyps[beam] = lines
-        mean_tok = sum(tok.values()) / len(tok)
-        result["systems"][name] = {
-            "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
-            "flops_per_tgt_tok": round(flops[name]),
-            # against the GEMM rate of the precision its matrix products ran in
-            "mfu": round(
-                mean_tok * flops[name] / ((gemm_bf16 if name.endswith("bf16") else gemm_rate) * 1e9), 3),
-            "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
+        entry: dict = {}
+        if name in training:
+            tr = training[name]
+            tok = {label: tr[label]["tgt_tok_per_s"] for label, _, _ in rounds}
+            precision = tr["B"].get("precision", "fp32")
+            entry.update({
+                "train_precision": precision,
+                "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
+                "flops_per_tgt_tok": round(flops[name]),
+                # against the GEMM rate of the precision its matrix products ran in
+                "mfu": round(sum(tok.values()) / len(tok) * flops[name]
+                             / ((gemm_bf16 if precision == "bf16" else gemm_rate) * 1e9), 3),
+                "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
+                "train_seconds_round_B": round(tr["B"]["seconds"], 1),
+            })
+        else:
+            entry["decodes_model_of"] = VARIANTS[name]["model_of"]
+        if name in VARIANTS:
+            entry["decode_precision"] = decoding[name][5][-1]["precision"]
+            entry["quantize"] = VARIANTS[name]["quantize"]
+        entry.update({
             "greedy_sent_per_s": [round(x, 1) for x in speed(decoding[name][1])],
             "beam5_sent_per_s": [round(x, 1) for x in speed(decoding[name][5])],
             "decode_peak_rss_mb": round(max(d["peak_rss_mb"] for b in (1, 5) for d in decoding[name][b]), 1),
             "bleu_greedy": bleu(hyps[1], data["test_refs"]), "bleu_beam5": bleu(hyps[5], data["test_refs"]),
             "mean_hyp_words_beam5": round(sum(len(x.split()) for x in hyps[5]) / n_test, 2),
-            "train_seconds_round_B": round(tr["B"]["seconds"], 1),
-        }
+        })
+        result["systems"][name] = entry
     ratios = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
-    for mine in (name for name in systems if name.startswith("rnnsearch")):
-        for name in ("opennmt", "joeynmt"):
-            ours, them = result["systems"][mine], result["systems"][name]
-            result["ratios"][f"{mine}/{name}"] = {
-                "train_tgt_tok_per_s": ratios([training[mine][r]["tgt_tok_per_s"] for r in "AB"],
-                                              [training[name][r]["tgt_tok_per_s"] for r in "AB"]),
-                "greedy_sent_per_s": ratios(speed(decoding[mine][1]), speed(decoding[name][1])),
-                "beam5_sent_per_s": ratios(speed(decoding[mine][5]), speed(decoding[name][5])),
-                "train_peak_rss": round(ours["train_peak_rss_mb"] / them["train_peak_rss_mb"], 2),
-            }
+    for mine in ours:
+        for name in anchor_names:
+            pair = {"greedy_sent_per_s": ratios(speed(decoding[mine][1]), speed(decoding[name][1])),
+                    "beam5_sent_per_s": ratios(speed(decoding[mine][5]), speed(decoding[name][5]))}
+            if mine in training:
+                pair["train_tgt_tok_per_s"] = ratios([training[mine][r]["tgt_tok_per_s"] for r in "AB"],
+                                                     [training[name][r]["tgt_tok_per_s"] for r in "AB"])
+                pair["train_peak_rss"] = round(result["systems"][mine]["train_peak_rss_mb"]
+                                               / result["systems"][name]["train_peak_rss_mb"], 2)
+            result["ratios"][f"{mine}/{name}"] = pair
     result.update({
         "corpus": "multi30k de-en", "test_sentences": n_test, "vocab": [data["src_vocab"], data["tgt_vocab"]],
         "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm],
         "gemm_gflops_bf16": round(gemm_bf16, 1),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "cpu": cpu_info()[0], "cpu_features": cpu_features(),
         "date": time.strftime("%Y-%m-%d"),
     })
     text = json.dumps(result, indent=1)
@@ -574,8 +610,9 @@ def main() -> None:
     ap.add_argument("--decode-rounds", type=int, default=2)
     ap.add_argument("--test-sentences", type=int, default=0,
                     help="side by side: first N test sentences (0: all)")
-    ap.add_argument("--no-bf16", dest="bf16", action="store_false",
-                    help="side by side: leave out rnnsearch trained with bf16 matrix products")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                    help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
+                         "the fp32 model decoded with --quantize int8)")
     ap.add_argument("--curve", action="store_true", help="time to BLEU: every system trains for the same "
                     "minutes; its checkpoints at --points minutes are scored (benchmarks/curve.py)")
     # dense early, where 30 BLEU is crossed: "minutes to 30" interpolates between the points
