@@ -123,7 +123,8 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
 
     gold = data / "hansards_naacl2003_align_gold"
     methods = [("argmax", 0.0), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
-    symmetrise = [None] + (["intersection", "union", "grow-diag-final-and"] if reverse else [])
+    # None: the forward model alone; "reverse": the en->fr model alone, its links flipped
+    symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and"] if reverse else [])
     models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
     out = {}
     for split in ("trial", "test"):
@@ -137,8 +138,9 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
             label = f"{split}/{method}" + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}"
             fwd = [attention_links(w, method, thr, shift) for w in att["fwd"]]
             back = [flip(attention_links(w, method, thr, shift)) for w in att.get("rev", [])]
-            for sym in symmetrise:  # None: the forward model alone
-                links = fwd if sym is None else [symmetrize(f, b, sym) for f, b in zip(fwd, back)]
+            for sym in symmetrise:
+                links = (fwd if sym is None else back if sym == "reverse"
+                         else [symmetrize(f, b, sym) for f, b in zip(fwd, back)])
                 out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
