@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import platform
-import re
 import resource
 import shutil
 import sys
@@ -376,20 +375,11 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
         if _pieces(work / "model" / name) != _pieces(data["spm"] / name):
             raise RuntimeError(f"rnnsearch's {name} differs from the one the anchors were given")
     records = [json.loads(x) for x in (work / "model" / "log.jsonl").read_text().splitlines()]
-    rates = [r["tok_per_s"] for r in records if r.get("kind") == "train"]
+    train = [r for r in records if r.get("kind") == "train"]
+    rates = [r["tok_per_s"] for r in train]
     return {"tgt_tok_per_s": anchors.steady(rates), "reports": len(rates), "seconds": done.seconds,
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / "model"),
-            "precision": trained_precision(done.output, precision)}
-
-
-def trained_precision(output: str, asked: str) -> str:
-    """The precision a training run used: `asked`, or what "auto" resolved to (its log says)."""
-    if asked != "auto":
-        return asked
-    found = re.findall(r"precision: (\w+) \(train\.precision auto\)", output)
-    if not found:
-        raise RuntimeError("rnnsearch train with precision auto did not log what it chose")
-    return found[-1]
+            "precision": train[-1]["precision"]}  # what "auto" resolved to, or the pinned one
 
 
 def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
@@ -416,9 +406,11 @@ def bleu(hyp_lines: list[str], refs: list[str]) -> float:
 def side_by_side(args) -> None:
     work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
     ours = [name for name in VARIANTS if name in args.variants]
-    if "rnnsearch-int8" in ours and "rnnsearch" not in ours:
-        raise SystemExit("bench: rnnsearch-int8 decodes rnnsearch's model: name both in --variants")
     trained = [name for name in ours if "model_of" not in VARIANTS[name]]
+    for name in set(ours) - set(trained):  # decoding-only variants need the model they decode
+        source = VARIANTS[name]["model_of"]
+        if source not in trained:
+            raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
     anchor_names = ["opennmt", "joeynmt"]
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in anchor_names}
     data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)

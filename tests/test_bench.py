@@ -114,16 +114,10 @@ def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
         curve.system_options("rnnsearch@drop0.3")  # rnnsearch's dropout is its config's
 
 
-def test_side_by_side_reads_what_precision_auto_chose():
-    log = ("rnnsearch: precision auto (train): bf16 (a probe took 1.4s in fp32, 1.0s in bf16)\n"
-           "rnnsearch: precision: bf16 (train.precision auto)\nrnnsearch: step 0\n")
-    assert bench.trained_precision(log, "auto") == "bf16"
-    assert bench.trained_precision("rnnsearch: precision: fp32 (train.precision auto)", "auto") == "fp32"
-    assert bench.trained_precision("", "fp32") == "fp32"  # pinned: nothing to read
-    with pytest.raises(RuntimeError, match="did not log"):
-        bench.trained_precision("rnnsearch: step 0\n", "auto")
-    # int8 decodes the fp32 system's model, which the run must train
+def test_side_by_side_int8_decodes_the_fp32_systems_model():
+    # int8 trains nothing: it decodes the fp32 system's model, which the run must train
     assert bench.VARIANTS["rnnsearch-int8"]["model_of"] == "rnnsearch"
+    assert "model_of" not in bench.VARIANTS["rnnsearch"]
     assert {v["quantize"] for v in bench.VARIANTS.values()} == {"none", "int8"}
 
 

@@ -79,8 +79,11 @@ def test_training_probe_leaves_the_run_as_it_was(tmp_path, monkeypatch):
         return "fp32"
 
     monkeypatch.setattr(train_module, "choose", choose)
-    auto = train_module.train(toy_config(tmp_path, "auto", max_steps=12, precision="auto"))
-    fixed = train_module.train(toy_config(tmp_path, "fixed", max_steps=12, precision="fp32"))
+    auto = train_module.train(toy_config(tmp_path, "auto", max_steps=12, precision="auto", log_every=4))
+    fixed = train_module.train(toy_config(tmp_path, "fixed", max_steps=12, precision="fp32", log_every=4))
     assert len(measured) == 2 and all(s > 0 for s in measured)
     a, b = load_file(str(auto / "last.safetensors")), load_file(str(fixed / "last.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the log says what auto resolved to (benchmarks/bench.py reports it)
+    records = [json.loads(x) for x in (auto / "log.jsonl").read_text().splitlines()]
+    assert {r["precision"] for r in records if r.get("kind") == "train"} == {"fp32"}

@@ -209,6 +209,7 @@ def test_device_mixed_precision_training_runs_and_learns(tmp_path, precision, gr
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if r.get("kind") == "train"]
     assert all(loss == loss and loss < 10 for loss in losses) and losses[-1] < losses[0]
+    assert {r["precision"] for r in records if r.get("kind") == "train"} == {precision}
     # the saved weights stay fp32
     assert all(v.dtype == torch.float32 for v in load_file(str(model_dir / "model.safetensors")).values())
 

@@ -531,7 +531,8 @@ class Trainer:
         mean = distributed.all_sum([float(window.loss)], self.ctx, self.device)[0] / max(window.tokens, 1)
         rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
                "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
-               "grad_norm": float(step.grad_norm), "lr": self.state.lr}
+               "grad_norm": float(step.grad_norm), "lr": self.state.lr,
+               "precision": self.precision}  # what train.precision (auto included) resolved to
         self.metrics.write(rec)
         if bar is not None:
             bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
