@@ -112,6 +112,8 @@ def toy_config(tmp: Path, name: str, **train_kw) :
 @pytest.fixture(scope="session")
 def reverse_model(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("reverse")
-    return train(toy_config(tmp, "model"))
+    # until the validation loss says it has learned the task (9-11 epochs on most seeds), not a
+    # fixed 12: a seed (or a CPU) whose run learns later gets the epochs it needs
+    return train(toy_config(tmp, "model", max_epochs=30, stop_valid_loss=0.01))
 
 
