@@ -11,9 +11,10 @@ next to a statistical aligner (eflomal) on the same sentences.
    (an interrupted run is resumed); with --both-directions an English→French one beside it, the
    two at once in processes of their own.
 3. Align the 37 trial sentences with attention — argmax or thresholded many-to-many, α_i or the
-   shifted α_{i+1} for target word i, and with two directions their intersection, union and
-   grow-diag-final-and — pick the setting on trial, and report AER/precision/recall of every
-   setting on the 447 test sentences, the trial-chosen one marked.
+   shifted α_{i+1} for target word i, and with two directions their intersection, union,
+   grow-diag-final-and, or their attention combined before links are made ("soft") — pick the
+   setting on trial, and report AER/precision/recall of every setting on the 447 test sentences,
+   the trial-chosen one marked.
 4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
    text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
    alignments are scored the same way.
@@ -118,13 +119,15 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
     (with a reverse model) symmetrisation; the setting with the lowest trial AER is the one
     reported for test. Each model's attention on a split is computed once (teacher forcing), the
     settings are applied to it."""
-    from rnnsearch.engine.alignment import attention_links, flip, word_attention
+    from rnnsearch.engine.alignment import attention_links, flip, soft_links, word_attention
     from rnnsearch.engine.translate import load
 
     gold = data / "hansards_naacl2003_align_gold"
     methods = [("argmax", 0.0), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
     # None: the forward model alone; "reverse": the en->fr model alone, its links flipped
-    symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and"] if reverse else [])
+    # "soft": both directions' attention combined before links are made (alignment.soft_links)
+    symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and", "soft"]
+                           if reverse else [])
     models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
     out = {}
     for split in ("trial", "test"):
@@ -140,7 +143,8 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
             back = [flip(attention_links(w, method, thr, shift)) for w in att.get("rev", [])]
             for sym in symmetrise:
                 links = (fwd if sym is None else back if sym == "reverse"
-                         else [symmetrize(f, b, sym) for f, b in zip(fwd, back)])
+                         else [soft_links(f, b, method, thr, shift) for f, b in zip(att["fwd"], att["rev"])]
+                         if sym == "soft" else [symmetrize(f, b, sym) for f, b in zip(fwd, back)])
                 out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]

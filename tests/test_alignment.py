@@ -105,6 +105,34 @@ def test_symmetrisation_on_hand_made_cases():
         symmetrize(diagonal, diagonal, "gdfa")
 
 
+def test_soft_symmetrisation_combines_the_attention_before_links_are_made():
+    from rnnsearch.engine.alignment import attention_links, flip, soft_links, symmetrize
+
+    # two words each way; rows of the forward attention are target words (then </s>), columns
+    # source words; the backward model's rows are source words. The forward model puts both
+    # target words on source word 0 (a near tie for y1); the backward model is sure of the diagonal.
+    forward = [[0.55, 0.45], [0.55, 0.45], [0.5, 0.5]]
+    backward = [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]
+    # g = sqrt(fwd * bwd^T) = [[.70, .30], [.23, .60]]: each word's best is the other's best
+    assert soft_links(forward, backward) == {(0, 0), (1, 1)}
+    # the hard intersection loses y1: the forward model alone chose x0 for it
+    hard = symmetrize(attention_links(forward), flip(attention_links(backward)), "intersection")
+    assert hard == {(0, 0)}
+    # with a threshold, every combined weight over it links too (g[0][1] = 0.30: x1-y0)
+    assert soft_links(forward, backward, "threshold", 0.25) == {(0, 0), (1, 1), (1, 0)}
+    assert soft_links(forward, backward, "threshold", 0.65) == {(0, 0), (1, 1)}
+    # a target word whose best source word prefers another target word stays unlinked
+    forward = [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.3, 0.7]]
+    backward = [[0.9, 0.05, 0.05], [0.1, 0.1, 0.8], [0.5, 0.2, 0.3]]
+    assert soft_links(forward, backward) == {(0, 0), (1, 2)}
+    # shift=1 reads row i+1 of both models for word i
+    forward = backward = [[0.5, 0.5], [0.9, 0.1], [0.1, 0.9]]
+    assert soft_links(forward, backward, shift=1) == {(0, 0), (1, 1)}
+    assert soft_links(forward, backward) != {(0, 0), (1, 1)}
+    with pytest.raises(ValueError, match="disagree"):
+        soft_links([[1.0], [1.0]], [[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]])
+
+
 def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_path):
     # the reversal task is its own inverse, so the reversal model serves as both directions
     import json
@@ -125,7 +153,8 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
     runs = {"forward": files, "backward": ["--src", str(tmp_path / "tgt"), "--tgt", str(tmp_path / "src")],
             "intersection": files + both_ways + ["--symmetrize", "intersection"],
             "union": files + both_ways + ["--symmetrize", "union"],
-            "gdfa": files + both_ways, "shifted": files + ["--shift", "1"]}
+            "gdfa": files + both_ways, "shifted": files + ["--shift", "1"],
+            "soft": files + both_ways + ["--symmetrize", "soft"]}
     found = {}
     for label, extra in runs.items():
         cmd = ["align", "--model", str(reverse_model), *extra, "--gold", str(tmp_path / "gold"),
@@ -142,7 +171,11 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
         assert found["intersection"][0][k] <= found["gdfa"][0][k] <= found["union"][0][k]
         # one link per target word, whichever row is read
         assert sorted(j for _, j in found["shifted"][0][k]) == list(range(len(tgt[k].split())))
+        # soft, argmax: words that are each other's best, so no word has two links
+        soft = found["soft"][0][k]
+        assert len({i for i, _ in soft}) == len({j for _, j in soft}) == len(soft) > 0
     assert found["gdfa"][1]["symmetrize"] == "grow-diag-final-and" and found["shifted"][1]["shift"] == 1
+    assert found["soft"][1]["symmetrize"] == "soft" and found["soft"][1]["aer"] < 0.2
     assert found["intersection"][1]["recall"] <= found["union"][1]["recall"]  # recall only grows with links
 
 

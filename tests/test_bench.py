@@ -150,7 +150,8 @@ def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(revers
         (gold / f"{split}.wa.nonullalign").write_text("\n".join(links) + "\n")
     out = hansards_aer.attention_aer(reverse_model, paths, tmp_path / "data", reverse=reverse_model)
     settings = [k for k in out if k.startswith("test/")]
-    assert len(settings) == 5 * 2 * 5  # argmax + 4 thresholds, 2 shifts, each alone + 3 symmetrisations
+    assert len(settings) == 5 * 2 * 6  # argmax + 4 thresholds, 2 shifts, alone, reverse + 4 symmetrisations
+    assert out["test/argmax/shift0/soft"]["aer"] < 0.2
     assert out["test/argmax/shift0/reverse"]["aer"] < 0.2  # the other direction alone, links flipped
     assert out["test/argmax/shift0"]["aer"] < 0.2 and out["test/argmax/shift0"]["sentences"] == 2
     assert out["test/argmax/shift0/intersection"]["precision"] >= out["test/argmax/shift0"]["precision"]

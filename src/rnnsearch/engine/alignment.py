@@ -12,6 +12,7 @@ the possible gold links (S ⊆ P):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -251,3 +252,38 @@ def attention_links(words: Sequence[Sequence[float]], method: str = "argmax", th
     room). ``method``: "argmax" (one source word per target word) or "threshold"."""
     rows = words[shift: len(words) - 1 + shift]
     return argmax_links(rows) if method == "argmax" else threshold_links(rows, threshold)
+
+
+def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[float]],
+                    method: str = "argmax", threshold: float = 0.3, shift: int = 0) -> Links:
+    """Soft symmetrisation: links from both directions' attention at once, before either is
+    made hard. ``forward`` is one pair's :func:`word_attention` of the source→target model,
+    ``backward`` that of the target→source model on the same pair (rows: source words).
+
+    Each (source word j, target word i) gets the geometric mean of its two weights,
+    g_ij = sqrt(α→_ij · α←_ji): high only where both directions attend. A link is made where
+    g_ij is the largest of its row and of its column (the words pick each other), and with
+    ``method="threshold"`` also wherever g_ij ≥ ``threshold``. Hard symmetrisation
+    (:func:`symmetrize`) intersects links each direction chose alone, so a word's second-best
+    source, nearly tied, is lost; here the weight itself is combined. ``shift`` is applied to
+    both directions' rows as in :func:`attention_links`.
+    """
+    fwd = forward[shift: len(forward) - 1 + shift]  # target word i -> source word j
+    bwd = backward[shift: len(backward) - 1 + shift]  # source word j -> target word i
+    n_tgt, n_src = len(fwd), len(bwd)
+    if any(len(r) != n_src for r in fwd) or any(len(r) != n_tgt for r in bwd):
+        raise ValueError(f"the two directions disagree on the pair: {n_tgt} target words by "
+                         f"{[len(r) for r in fwd]} source words, {n_src} source words by "
+                         f"{[len(r) for r in bwd]} target words")
+    g = [[math.sqrt(max(fwd[i][j], 0.0) * max(bwd[j][i], 0.0)) for j in range(n_src)]
+         for i in range(n_tgt)]
+    links: Links = set()
+    for i, row in enumerate(g):
+        if not row:
+            continue
+        j = max(range(n_src), key=row.__getitem__)
+        if max(range(len(g)), key=lambda k: g[k][j]) == i:
+            links.add((j, i))
+        if method == "threshold":
+            links |= {(j, i) for j, w in enumerate(row) if w >= threshold}
+    return links

@@ -106,8 +106,12 @@ def add_align(sub) -> None:
     p.add_argument("--reverse-model", metavar="DIR",
                    help="a model of the other direction (tgt->src): align both ways and symmetrise")
     p.add_argument("--symmetrize", default="grow-diag-final-and",
-                   choices=["intersection", "union", "grow-diag-final-and"],
-                   help="with --reverse-model: how the two directions' links combine")
+                   choices=["intersection", "union", "grow-diag-final-and", "soft"],
+                   help="with --reverse-model: how the two directions combine. The first three "
+                        "combine each direction's hard links (--method); soft combines the "
+                        "attention itself (geometric mean of the two weights of a link) and links "
+                        "words that are each other's best, with --method threshold also every "
+                        "weight over --threshold")
     p.add_argument("--gold", help="gold alignments: print AER, precision, recall")
     p.add_argument("--gold-format", default="pharaoh", choices=["pharaoh", "naacl"],
                    help="naacl: 'SENT EN FR S|P' lines, English first (source = French)")
@@ -118,13 +122,12 @@ def add_align(sub) -> None:
     p.set_defaults(func=cmd_align)
 
 
-def _links(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list[set]:
-    """Hard links (source word, target word) per pair from the attention of the model in `model_dir`."""
-    from rnnsearch.engine.alignment import attention_links, word_attention
+def _word_attention(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list:
+    """Teacher-forced word attention per pair of the model in `model_dir`."""
+    from rnnsearch.engine.alignment import word_attention
     from rnnsearch.engine.translate import load
 
-    words = word_attention(load(model_dir, device=args.device), sources, targets, where)
-    return [attention_links(w, args.method, args.threshold, args.shift) for w in words]
+    return word_attention(load(model_dir, device=args.device), sources, targets, where)
 
 
 def _plain(text: str) -> str:
@@ -137,20 +140,28 @@ def _plain(text: str) -> str:
 def cmd_align(args) -> None:
     from rnnsearch.engine.alignment import (
         aer,
+        attention_links,
         flip,
         format_pharaoh,
         read_naacl,
         read_pharaoh_file,
+        soft_links,
         symmetrize,
     )
     src, tgt = read_aligned(args.src, args.tgt)
     src_in, tgt_in = src, tgt
     if args.strip_accents:
         src_in, tgt_in = [_plain(s) for s in src], [_plain(t) for t in tgt]
-    links = _links(args.model, src_in, tgt_in, args, args.src)
+    words = _word_attention(args.model, src_in, tgt_in, args, args.src)
+    hard = (args.method, args.threshold, args.shift)
+    links = [attention_links(w, *hard) for w in words]
     if args.reverse_model:
-        back = _links(args.reverse_model, tgt_in, src_in, args, args.tgt)
-        links = [symmetrize(f, flip(b), args.symmetrize) for f, b in zip(links, back)]
+        back = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt)
+        if args.symmetrize == "soft":
+            links = [soft_links(f, b, *hard) for f, b in zip(words, back)]
+        else:
+            links = [symmetrize(f, flip(attention_links(b, *hard)), args.symmetrize)
+                     for f, b in zip(links, back)]
     text = "\n".join(format_pharaoh(x) for x in links) + "\n"
     if args.out:
         atomic_write_text(args.out, text)
