@@ -97,7 +97,16 @@ def test_a_step_budget_trains_every_model_that_many_steps(tmp_path):
     # no clock: a busy machine changes nothing
     assert all(s["config"]["train"]["max_minutes"] == 0 for s in r["systems"])
     assert r["steps_per_model"] == 7 and "minutes_per_model" not in r
-    assert "7 training steps per model" in (tmp_path / "scores" / "results.md").read_text()
+    table = (tmp_path / "scores" / "results.md").read_text()
+    assert "7 training steps per model" in table
+    # the training time of the whole run (every resumed call), and what scored it, are recorded
+    for s in r["systems"]:
+        state = json.loads((Path(s["model_dir"]) / "train_state.json").read_text())
+        assert s["train_seconds"] == round(state["seconds"], 1) > 0
+    import datetime
+
+    assert r["scored_on"].startswith(datetime.date.today().isoformat()) and "torch" in r["scored_on"]
+    assert f"scored {r['scored_on']}" in table and " h) |" in table
     timed = run_experiment("scores", minutes=0.01, **kw)  # another budget, other models
     assert not {s["model_dir"] for s in timed["systems"]} & {s["model_dir"] for s in r["systems"]}
     from rnnsearch.io import DataError

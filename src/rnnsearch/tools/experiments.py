@@ -164,7 +164,10 @@ def _training_log(model_dir: Path) -> dict:
     """Training speed, steps and the validation curve, read from the model's log.jsonl."""
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     train_recs = [r for r in records if r.get("kind") == "train"]
+    state = model_dir / "train_state.json"  # its seconds add up every resumed call of the run
+    seconds = json.loads(state.read_text(encoding="utf-8")).get("seconds") if state.exists() else None
     return {
+        **({"train_seconds": round(seconds, 1)} if seconds is not None else {}),
         "train_tok_per_s": round(sum(r["tok_per_s"] for r in train_recs) / max(len(train_recs), 1), 1),
         "train_steps": max((r["step"] for r in records if "step" in r), default=0),
         "curve": [{"step": r["step"], "valid_bleu": r.get("valid_bleu"), "valid_loss": r["valid_loss"]}
@@ -305,7 +308,7 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
         results: dict[str, Any] = {
             "experiment": n, "corpus": corpus, "seed": seed,
             **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
-            "overrides": list(overrides), "jobs": jobs,
+            "overrides": list(overrides), "jobs": jobs, "scored_on": _machine_text(),
             "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
         for label, model_dir in plan[n].items():
             if model_dir not in scored:
@@ -317,6 +320,19 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
     return out
 
 
+def _machine_text() -> str:
+    """Date, CPU (and GPU where there is one) and torch of the scoring run, for the record."""
+    import datetime
+
+    import torch
+
+    from rnnsearch.engine.precision import machine
+
+    gpu = f", {machine(torch.device('cuda'))}" if torch.cuda.is_available() else ""
+    return (f"{datetime.date.today().isoformat()}, {machine(torch.device('cpu'))}{gpu}, "
+            f"{os.cpu_count()} cores, torch {torch.__version__}")
+
+
 def budget_text(r: dict) -> str:
     """What every model of results `r` was given: "5000 training steps" or "3.0 minutes of training"."""
     if r.get("steps_per_model"):
@@ -326,14 +342,15 @@ def budget_text(r: dict) -> str:
 
 def results_markdown(r: dict) -> str:
     buckets = [b["bucket"] for b in r["systems"][0]["by_length"]]
-    head = ["system", "BLEU", "chrF"] + buckets + ["steps", "train tok/s", "decode sent/s"]
+    head = ["system", "BLEU", "chrF"] + buckets + ["steps (training time)", "train tok/s", "decode sent/s"]
     if any("attention_entropy" in s for s in r["systems"]):
         head.append("attention entropy")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in r["systems"]:
         cells = [s["label"], f"{s['bleu']:.2f}", f"{s['chrf']:.2f}"]
         cells += ["–" if b["bleu"] is None else f"{b['bleu']:.1f} ({b['sentences']})" for b in s["by_length"]]
-        cells += [str(s.get("train_steps", "–")), f"{s['train_tok_per_s']:.0f}",
+        hours = f" ({s['train_seconds'] / 3600:.1f} h)" if s.get("train_seconds") else ""
+        cells += [str(s.get("train_steps", "–")) + hours, f"{s['train_tok_per_s']:.0f}",
                   f"{s['decode_sent_per_s']:.0f}"]
         if "attention entropy" in head:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
@@ -343,4 +360,5 @@ def results_markdown(r: dict) -> str:
             f"seed {r['seed']}, {r['test_sentences']} test sentences"
             + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
             + "; BLEU per bucket with (sentences); "
-            f"sacrebleu {sig}\n\n" + "\n".join(lines) + "\n")
+            f"sacrebleu {sig}" + (f"; scored {r['scored_on']}" if r.get("scored_on") else "")
+            + "\n\n" + "\n".join(lines) + "\n")
