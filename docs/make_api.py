@@ -67,6 +67,7 @@ API = [
         ("rnnsearch.engine.alignment.word_attention", "word_attention"),
         ("rnnsearch.engine.alignment.attention_links", "attention_links"),
         ("rnnsearch.engine.alignment.symmetrize", "symmetrize"),
+        ("rnnsearch.engine.alignment.soft_links", "soft_links"),
     ]),
     ("Figures", [
         ("rnnsearch.tools.plotting.plot_attention", "plot_attention"),
