@@ -255,7 +255,7 @@ def attention_links(words: Sequence[Sequence[float]], method: str = "argmax", th
 
 
 def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[float]],
-                    method: str = "argmax", threshold: float = 0.3, shift: int = 0) -> Links:
+               method: str = "argmax", threshold: float = 0.3, shift: int = 0) -> Links:
     """Soft symmetrisation: links from both directions' attention at once, before either is
     made hard. ``forward`` is one pair's :func:`word_attention` of the source→target model,
     ``backward`` that of the target→source model on the same pair (rows: source words).
