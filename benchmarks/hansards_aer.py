@@ -142,9 +142,12 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
             fwd = [attention_links(w, method, thr, shift) for w in att["fwd"]]
             back = [flip(attention_links(w, method, thr, shift)) for w in att.get("rev", [])]
             for sym in symmetrise:
-                links = (fwd if sym is None else back if sym == "reverse"
-                         else [soft_links(f, b, method, thr, shift) for f, b in zip(att["fwd"], att["rev"])]
-                         if sym == "soft" else [symmetrize(f, b, sym) for f, b in zip(fwd, back)])
+                if sym is None or sym == "reverse":
+                    links = fwd if sym is None else back
+                elif sym == "soft":
+                    links = [soft_links(f, b, method, thr, shift) for f, b in zip(att["fwd"], att["rev"])]
+                else:
+                    links = [symmetrize(f, b, sym) for f, b in zip(fwd, back)]
                 out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]

@@ -277,13 +277,9 @@ def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[f
                          f"{[len(r) for r in bwd]} target words")
     g = [[math.sqrt(max(fwd[i][j], 0.0) * max(bwd[j][i], 0.0)) for j in range(n_src)]
          for i in range(n_tgt)]
-    links: Links = set()
-    for i, row in enumerate(g):
-        if not row:
-            continue
-        j = max(range(n_src), key=row.__getitem__)
-        if max(range(len(g)), key=lambda k: g[k][j]) == i:
-            links.add((j, i))
-        if method == "threshold":
-            links |= {(j, i) for j, w in enumerate(row) if w >= threshold}
+    row_best = [max(range(n_src), key=row.__getitem__) for row in g] if n_src else []
+    col_best = [max(range(n_tgt), key=lambda i: g[i][j]) for j in range(n_src)]
+    links: Links = {(j, i) for i, j in enumerate(row_best) if col_best[j] == i}
+    if method == "threshold":
+        links |= {(j, i) for i, row in enumerate(g) for j, w in enumerate(row) if w >= threshold}
     return links

@@ -154,14 +154,14 @@ def cmd_align(args) -> None:
         src_in, tgt_in = [_plain(s) for s in src], [_plain(t) for t in tgt]
     words = _word_attention(args.model, src_in, tgt_in, args, args.src)
     hard = (args.method, args.threshold, args.shift)
-    links = [attention_links(w, *hard) for w in words]
-    if args.reverse_model:
-        back = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt)
-        if args.symmetrize == "soft":
-            links = [soft_links(f, b, *hard) for f, b in zip(words, back)]
-        else:
-            links = [symmetrize(f, flip(attention_links(b, *hard)), args.symmetrize)
-                     for f, b in zip(links, back)]
+    back = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt) if args.reverse_model else None
+    if back is None:
+        links = [attention_links(w, *hard) for w in words]
+    elif args.symmetrize == "soft":
+        links = [soft_links(f, b, *hard) for f, b in zip(words, back)]
+    else:
+        links = [symmetrize(attention_links(f, *hard), flip(attention_links(b, *hard)), args.symmetrize)
+                 for f, b in zip(words, back)]
     text = "\n".join(format_pharaoh(x) for x in links) + "\n"
     if args.out:
         atomic_write_text(args.out, text)
