@@ -2,14 +2,16 @@
 next to a statistical aligner (eflomal) on the same sentences.
 
     python benchmarks/hansards_aer.py --data DIR --work runs/hansards [--minutes 45 | --steps N]
-        [--both-directions] [--threads 1] [--set train.device=cuda ...]
+        [--both-directions | --agreement 1.0] [--threads 1] [--set train.device=cuda ...]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
    contractions expanded: "l'" -> "le", "du" -> "de le", ...), and strip accents from the gold text.
 2. Train a French→English RNNsearch (configs/hansards_fr_en.yaml) on it, unless the run exists
    (an interrupted run is resumed); with --both-directions an English→French one beside it, the
-   two at once in processes of their own.
+   two at once in processes of their own; with --agreement λ instead the two directions trained
+   jointly, their attention pulled together (train.agreement, engine/agreement.py), in one
+   process: model_agree-KIND-λ/ and model_agree-KIND-λ/reverse/.
 3. Align the 37 trial sentences with attention — argmax or thresholded many-to-many, α_i or the
    shifted α_{i+1} for target word i, and with two directions their intersection, union,
    grow-diag-final-and, or their attention combined before links are made ("soft") — pick the
@@ -156,11 +158,15 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
 
 
 def train_model(model: Path, paths: dict, src: str, tgt: str, args, env: dict) -> None:
-    """Train (or resume) the RNNsearch of one direction, src -> tgt ("fr"/"en"); finished runs are
-    left alone. With --steps the budget is total steps over every resume, else --minutes a call."""
+    """Train (or resume) the RNNsearch of one direction, src -> tgt ("fr"/"en") — with --agreement
+    jointly with the other direction; finished runs are left alone. With --steps the budget is
+    total steps over every resume, else --minutes a call."""
     base = [sys.executable, "-m", "rnnsearch", "train"]
     limit = f"train.max_steps={args.steps}" if args.steps else f"train.max_minutes={args.minutes}"
     overrides = ["--set", limit, "--set", "train.progress=false", "--set", f"train.threads={args.threads}"]
+    if args.agreement:
+        overrides += ["--set", f"train.agreement={args.agreement}", "--set",
+                      f"train.agreement_loss={args.agreement_loss}"]
     for extra in args.set or []:
         overrides += ["--set", extra]
     if (model / "DONE").exists():
@@ -227,6 +233,10 @@ def main() -> None:
                     help="training steps per model, in total over calls (resumable; 0: --minutes a call)")
     ap.add_argument("--both-directions", action="store_true",
                     help="also train English->French (model_en_fr) and score the symmetrised alignments")
+    ap.add_argument("--agreement", type=float, default=0.0, metavar="λ",
+                    help="train French->English and English->French jointly with this weight on their "
+                         "attention's disagreement (train.agreement) and score the pair")
+    ap.add_argument("--agreement-loss", choices=("mul", "sos"), default="mul")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="config override for the models, e.g. train.device=cuda (new runs and resumes)")
@@ -237,21 +247,28 @@ def main() -> None:
     data, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     paths = prepare(data, work, args.sentences, args.seed)
+    if args.agreement and args.both_directions:
+        ap.error("--agreement trains both directions itself: leave out --both-directions")
     model, reverse = work / "model", (work / "model_en_fr" if args.both_directions else None)
+    if args.agreement:  # one joint run: the reverse model is the run's reverse/ directory
+        model = work / f"model_agree-{args.agreement_loss}-{args.agreement:g}"
+        reverse = model / "reverse"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     start = time.time()
     # the two directions train at once, each a process of its own (--threads threads each)
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [(model, "fr", "en")] + ([(reverse, "en", "fr")] if reverse is not None else [])
+    jobs = [(model, "fr", "en")] + ([(reverse, "en", "fr")] if args.both_directions else [])
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: train_model(job[0], paths, job[1], job[2], args, env), jobs))
     result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
               "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),
               "train_seconds_this_call": round(time.time() - start, 1),
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
-                        for m in (model, reverse) if m is not None},
+                        for m in (model, reverse) if m is not None and (m / "train_state.json").exists()},
               "attention": attention_aer(model, paths, data, reverse, args.device)}
+    if args.agreement:
+        result["agreement"] = {"weight": args.agreement, "loss": args.agreement_loss}
     if not args.skip_eflomal:
         result["eflomal"] = eflomal_aer(work, paths, data)
     print(json.dumps(result, indent=1))

@@ -13,13 +13,13 @@ from safetensors.torch import load_file
 from rnnsearch.tools.toy import write_toy_corpus
 
 
-def write_config(tmp_path, **train):
+def write_config(tmp_path, model=None, **train):
     data = write_toy_corpus(tmp_path / "data", task="reverse", n_train=600, n_valid=20, **TOY)
     train_cfg = {"max_epochs": 5, "lr": 0.01, "batch_size": 32, "batching": "bucket", "valid_every": 0,
                  "progress": False, "tensorboard": False, "threads": 1, "log_every": 1}
     train_cfg.update(train)
-    cfg = {"preset": "tiny", "data": data, "model": {"emb": 16, "hidden": 16, "align": 16, "maxout": 16},
-           "train": train_cfg}
+    cfg = {"preset": "tiny", "data": data,
+           "model": {"emb": 16, "hidden": 16, "align": 16, "maxout": 16, **(model or {})}, "train": train_cfg}
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     return path
@@ -42,21 +42,31 @@ def train_losses(model_dir):
     return [r["loss"] for r in records if r.get("kind") == "train"], records
 
 
-def test_two_ranks_match_one_process_and_each_other(tmp_path):
-    cfg = write_config(tmp_path, max_steps=8)
+@pytest.mark.parametrize("agreement", [0.0, 1.0])
+def test_two_ranks_match_one_process_and_each_other(tmp_path, agreement):
+    # agreement: both directions trained jointly (train.agreement), one DDP over the pair. Larger
+    # initial weights there: near uniform attention, mul's gradient is a difference of nearly equal
+    # terms, float32 noise that Adam scales up to whole steps (weights 1e-4 apart after 8 steps)
+    model = {"init_scale": 0.5} if agreement else None
+    cfg = write_config(tmp_path, model, max_steps=8, agreement=agreement)
     run(["train", str(cfg), "--model-dir", str(tmp_path / "single")])
     run(["train", str(cfg), "--model-dir", str(tmp_path / "ddp")], ranks=2)
-    single, _ = train_losses(tmp_path / "single")
+    single, one = train_losses(tmp_path / "single")
     ddp, records = train_losses(tmp_path / "ddp")
     # same global batches, same normalisation: the same losses up to summation order
     assert len(single) == len(ddp) == 8
     assert ddp == pytest.approx(single, rel=1e-4)
+    if agreement:
+        for key in ("reverse_loss", "disagreement"):
+            train = [[r[key] for r in log if r.get("kind") == "train"] for log in (one, records)]
+            assert train[1] == pytest.approx(train[0], rel=1e-4), key
     ranks = next(r for r in records if r.get("kind") == "ranks")
     assert ranks["world"] == 2 and ranks["identical"], ranks
-    a = load_file(str(tmp_path / "single" / "last.safetensors"))
-    b = load_file(str(tmp_path / "ddp" / "last.safetensors"))
-    for k in a:
-        assert torch.allclose(a[k], b[k], atol=1e-5), k
+    for sub in ("", "reverse/") if agreement else ("",):
+        a = load_file(str(tmp_path / "single" / sub / "last.safetensors"))
+        b = load_file(str(tmp_path / "ddp" / sub / "last.safetensors"))
+        for k in a:
+            assert torch.allclose(a[k], b[k], atol=1e-5), sub + k
 
 
 def test_resume_with_a_different_number_of_ranks(tmp_path):

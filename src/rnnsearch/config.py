@@ -99,6 +99,10 @@ class TrainConfig:
     weight_decay: float = 0.0  # L2 penalty in the optimizer
     clip_norm: float = 1.0  # clip the gradient's global norm to this (paper: 1); 0: off
     label_smoothing: float = 0.0  # share of probability spread over the vocabulary in the loss
+    # agreement-based joint training (engine/agreement.py): with λ > 0 a target→source model trains
+    # beside this one, in model_dir/reverse, both attentions pulled towards one alignment; 0: off
+    agreement: float = 0.0
+    agreement_loss: Literal["sos", "mul"] = "mul"  # Δ, the disagreement of the two attentions
     # steps trained with every model.dropout_* and word dropout off before they apply ("late
     # dropout"): a small corpus is learned fastest unregularised, then dropout keeps it from overfitting
     dropout_start: int = 0
@@ -290,6 +294,10 @@ def _validate(cfg: Config, source: str) -> None:
     need(t.eps > 0, "train.eps", "must be positive")
     need(t.clip_norm >= 0, "train.clip_norm", "must be >= 0 (0 disables clipping)")
     need(0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
+    need(t.agreement >= 0, "train.agreement", "must be >= 0 (0: off)")
+    if t.agreement:  # the two directions' attention: RNNsearch only, each source read in order
+        need(m.arch == "rnnsearch", "train.agreement", f"needs attention: model.arch rnnsearch, not {m.arch}")
+        need(not cfg.data.reverse_source, "train.agreement", "does not combine with data.reverse_source")
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
     need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
     need(t.dropout_start >= 0, "train.dropout_start", "must be >= 0 (0: dropout from the first step)")

@@ -17,8 +17,9 @@ from typing import Any, Optional
 import sacrebleu
 import torch
 
-from rnnsearch.config import Config, TrainConfig
+from rnnsearch.config import Config, TrainConfig, config_from_dict
 from rnnsearch.engine import distributed
+from rnnsearch.engine.agreement import Pair, disagreement, reverse_examples
 from rnnsearch.engine.checkpoint import (
     CheckpointError,
     load_train_state,
@@ -105,6 +106,17 @@ def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> tor
     (``packed=True``), then :func:`sequence_loss`."""
     logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
     return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
+
+
+def pair_loss(net: torch.nn.Module, batch, reverse_batch, label_smoothing: float = 0.0,
+              kind: str = "mul") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Agreement-based joint training (engine/agreement.py): the summed loss of each direction,
+    source→target on `batch` and target→source on `reverse_batch` (the same pairs reversed), and
+    Δ, their attentions' disagreement, summed over the target words."""
+    logits, alpha, back, beta = net(batch, reverse_batch)
+    there = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
+    again = sequence_loss(back, reverse_batch.tgt_out[reverse_batch.tgt_out != PAD], label_smoothing)
+    return there, again, disagreement(alpha, beta, batch, reverse_batch, kind)
 
 
 class MetricsLog:
@@ -238,6 +250,10 @@ class Step:
     loss: torch.Tensor
     tokens: int
     grad_norm: torch.Tensor
+    # train.agreement: the reverse model's summed loss and target tokens, and the summed Δ
+    reverse_loss: Optional[torch.Tensor] = None
+    reverse_tokens: int = 0
+    disagreement: Optional[torch.Tensor] = None
 
 
 # What a resumed run takes from the config it is given; everything else comes from the model directory.
@@ -264,6 +280,21 @@ def resume_config(cfg: Config, model_dir: Path) -> Config:
     return saved
 
 
+REVERSE = "reverse"  # the target→source model of train.agreement: <model_dir>/reverse
+
+
+def reverse_config(cfg: Config) -> Config:
+    """The config.json of <model_dir>/reverse: the run's, each side's files swapped, so that
+    `rnnsearch translate`/`align` load it like any model directory (it is not trained on its own)."""
+    raw = cfg.to_dict()
+    d = raw["data"]
+    for split in ("train", "valid"):
+        d[f"{split}_src"], d[f"{split}_tgt"] = d[f"{split}_tgt"], d[f"{split}_src"]
+    raw["train"]["agreement"] = 0.0
+    raw["model_dir"] = str(Path(cfg.model_dir) / REVERSE)
+    return config_from_dict(raw, source=f"{raw['model_dir']}/config.json")
+
+
 def prepare_model_dir(cfg: Config, resume: bool) -> Config:
     """The config to train with: on resume the saved one (with `cfg`'s limits), the directory
     cleared of a previous run's DONE and half-written files; a fresh run must not overwrite one."""
@@ -271,7 +302,7 @@ def prepare_model_dir(cfg: Config, resume: bool) -> Config:
     if resume:
         cfg = resume_config(cfg, model_dir)
         (model_dir / "DONE").unlink(missing_ok=True)
-        for stale in model_dir.glob(".*.tmp"):  # half-written files of a killed run
+        for stale in [*model_dir.glob(".*.tmp"), *(model_dir / REVERSE).glob(".*.tmp")]:  # of a killed run
             stale.unlink()
     elif (model_dir / "train_state.safetensors").exists():
         raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
@@ -298,6 +329,10 @@ def load_data(cfg: Config, ctx: distributed.Context, resume: bool):
             tgt_norm = [normalize(x, d.lowercase) for x in train_tgt]
             tokenizers = build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
             save_tokenizers(model_dir, cfg.vocab, *tokenizers)
+            if cfg.train.agreement:  # the reverse model reads the target side with the target's tokenizer
+                (model_dir / REVERSE).mkdir(exist_ok=True)
+                save_tokenizers(model_dir / REVERSE, cfg.vocab, *tokenizers[::-1])
+                reverse_config(cfg).save(model_dir / REVERSE / "config.json")
             cfg.save(model_dir / "config.json")
         distributed.barrier(ctx)
         src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
@@ -336,23 +371,36 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         self.src_tok, self.tgt_tok, self.train_data, self.valid = load_data(cfg, self.ctx, resume)
         self.model = build_model(cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
-        self.optimizer = make_optimizer(cfg, self.model.parameters())
+        # what the optimizer updates: the model, or with train.agreement the model and its reverse
+        self.trained: torch.nn.Module = self.model
+        self.reverse_model: Optional[torch.nn.Module] = None
+        self.reverse_valid: Optional[ParallelData] = None
+        if t.agreement:
+            self.reverse_model = build_model(cfg.model, len(self.tgt_tok), len(self.src_tok)).to(self.device)
+            self.trained = Pair(self.model, self.reverse_model)
+            if self.valid is not None:
+                self.reverse_valid = ParallelData(reverse_examples(self.valid.data.examples))
+            log.info("agreement-based joint training (λ=%g, %s): the target→source model is %s",
+                     t.agreement, t.agreement_loss, self.model_dir / REVERSE)
+        self.models = [m for m in (self.model, self.reverse_model) if m is not None]
+        self.optimizer = make_optimizer(cfg, self.trained.parameters())
         self.state = TrainState(lr=t.lr)
         if resume:
-            saved = load_train_state(self.model_dir, self.model, self.optimizer)
+            saved = load_train_state(self.model_dir, self.trained, self.optimizer)
             self.state = TrainState.restored(saved, t.lr)
             log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, self.state.step,
                      self.state.epoch, self.state.position)
         log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
         if t.compile:
-            self.model.compile_step()  # the first batches compile (seconds to a minute), the rest reuse it
+            for model in self.models:  # the first batches compile (seconds to a minute), the rest reuse it
+                model.compile_step()
             log.info("decoder time step compiled with torch.compile")
-        self.net: torch.nn.Module = self.model
+        self.net: torch.nn.Module = self.trained
         if self.ctx.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
+            self.net = DistributedDataParallel(self.trained, device_ids=ids)
             log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size,
                      t.batch_by)
         self.metrics = MetricsLog(self.model_dir, t.tensorboard, enabled=self.ctx.main)
@@ -403,7 +451,7 @@ class Trainer:
         """Train until a limit or a stopping rule; returns the model directory."""
         t, state = self.t, self.state
         self.started = time.time() - state.seconds
-        self.model.train()
+        self.trained.train()
         run_bar = None  # with a step budget, one bar over the whole run: its ETA is the run's
         if t.progress and self.ctx.main and t.max_steps:
             run_bar = _bar(total=t.max_steps, initial=state.step, unit="step")
@@ -413,7 +461,7 @@ class Trainer:
         if run_bar is not None:
             run_bar.close()
         if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
-            sums = distributed.weight_checksums(self.model, self.ctx)
+            sums = distributed.weight_checksums(self.trained, self.ctx)
             self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
                                 "weight_checksums": sums, "identical": len(set(sums)) == 1})
         log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={t.max_epochs}",
@@ -423,7 +471,7 @@ class Trainer:
             atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
         # the DDP wrapper holds the process group: let go of it first, or gloo's threads can
         # outlive destroy_process_group and abort the process at exit
-        self.net = self.model
+        self.net = self.trained
         distributed.cleanup(self.ctx)
         return self.model_dir
 
@@ -443,7 +491,8 @@ class Trainer:
         for pos in range(state.position, len(batches)):
             state.position = pos + 1
             self.regularize(state.step >= t.dropout_start)
-            step = self.train_step(self.examples(batches[pos], epoch, pos))
+            reverse = self.examples(batches[pos], epoch, pos, reverse=True) if self.reverse_model else None
+            step = self.train_step(self.examples(batches[pos], epoch, pos), reverse)
             if step is None:  # update skipped
                 continue
             window.add(step)
@@ -466,33 +515,52 @@ class Trainer:
     def regularize(self, on: bool) -> None:
         """Dropout and word dropout on or off (train.dropout_start: off for the first steps)."""
         if on != self.model.dropout_on:
-            self.model.set_dropout(on)
+            for model in self.models:
+                model.set_dropout(on)
             until = f"off until step {self.t.dropout_start}"
             log.info("step %d: dropout %s", self.state.step, "on" if on else until)
 
-    def examples(self, batch: list[int], epoch: int, pos: int) -> list:
-        """The batch's examples, with word dropout (seeded by epoch and position: resumable)."""
+    def examples(self, batch: list[int], epoch: int, pos: int, reverse: bool = False) -> list:
+        """The batch's examples — with `reverse`, the same pairs target→source, for the reverse model
+        of train.agreement — with word dropout (seeded by epoch, position and direction: resumable)."""
         examples = [self.train_data.examples[i] for i in batch]
+        if reverse:
+            examples = reverse_examples(examples)
         m = self.cfg.model
         if (m.word_dropout > 0 or m.word_dropout_target > 0) and self.model.dropout_on:
-            rng = random.Random(self.t.seed * 1_000_003 + epoch * 100_003 + pos)
+            seed = self.t.seed * 1_000_003 + epoch * 100_003 + pos
+            rng = random.Random(f"{seed} reverse" if reverse else seed)
             examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
         return examples
 
-    def train_step(self, examples: list) -> Optional[Step]:
+    def train_step(self, examples: list, reverse: Optional[list] = None) -> Optional[Step]:
         """One update on a global batch (this rank's share of it): forward, backward, clipping,
-        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
+        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient).
+        With train.agreement, `reverse` holds the same pairs target→source (default: `examples`
+        reversed, right where there is no word dropout)."""
         n_tok = target_tokens(examples)  # the global batch's, before sharding
         mine, real = distributed.shard(examples, self.ctx)
         batch = collate(mine).to(self.device)
-        with self.autocast:
-            loss = batch_loss(self.net, batch, self.t.label_smoothing)
-        self.optimizer.zero_grad(set_to_none=True)
         # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
-        self.scaler.scale(loss * (self.ctx.world * real) / n_tok).backward()
+        share = self.ctx.world * real
+        back = delta = None
+        if self.reverse_model is None:
+            with self.autocast:
+                loss = batch_loss(self.net, batch, self.t.label_smoothing)
+            objective = loss * share / n_tok
+        else:
+            reverse = reverse_examples(examples) if reverse is None else reverse
+            n_back = target_tokens(reverse)
+            reverse_batch = collate(distributed.shard(reverse, self.ctx)[0]).to(self.device)
+            with self.autocast:
+                loss, back, delta = pair_loss(self.net, batch, reverse_batch, self.t.label_smoothing,
+                                              self.t.agreement_loss)
+            objective = (loss + self.t.agreement * delta) * share / n_tok + back * share / n_back
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(objective).backward()
         self.scaler.unscale_(self.optimizer)
         clip = self.t.clip_norm if self.t.clip_norm else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), clip)
         if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
             self.scaler.step(self.optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
             self.scaler.update()
@@ -503,7 +571,11 @@ class Trainer:
         self.scaler.update()
         self.state.step += 1
         self.state.tokens += n_tok
-        return Step(loss.detach() * real, n_tok, grad_norm)
+        step = Step(loss.detach() * real, n_tok, grad_norm)
+        if back is not None and delta is not None:
+            step.reverse_loss, step.reverse_tokens = back.detach() * real, n_back
+            step.disagreement = delta.detach() * real
+        return step
 
     def finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
         """Whether an update may be taken; counts, logs and (after MAX_BAD_STEPS in a row) gives up
@@ -528,11 +600,16 @@ class Trainer:
     def log_window(self, window: Window, step: Step, bar=None) -> None:
         """One training log line: mean loss (over every rank), tokens/s since the last one."""
         elapsed = max(time.time() - window.t0, 1e-9)
-        mean = distributed.all_sum([float(window.loss)], self.ctx, self.device)[0] / max(window.tokens, 1)
+        summed = [float(window.loss), float(window.reverse_loss), float(window.disagreement)]
+        sums = distributed.all_sum(summed, self.ctx, self.device)
+        mean = sums[0] / max(window.tokens, 1)
         rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
                "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
                "grad_norm": float(step.grad_norm), "lr": self.state.lr,
                "precision": self.precision}  # what train.precision (auto included) resolved to
+        if self.reverse_model is not None:  # per target token, like the loss
+            rec.update(reverse_loss=sums[1] / max(window.reverse_tokens, 1),
+                       disagreement=sums[2] / max(window.tokens, 1))
         self.metrics.write(rec)
         if bar is not None:
             bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
@@ -571,6 +648,10 @@ class Trainer:
         if self.ctx.main and self.valid is not None:
             with_bleu = self.t.valid_metric == "bleu"
             record.update(validation_scores(self.translator, self.valid, self.cfg, with_bleu))
+            if self.reverse_model is not None and self.reverse_valid is not None:
+                back = evaluate_loss(self.reverse_model, self.reverse_valid, self.device)
+                record["reverse_valid_loss"] = back
+                self.reverse_model.train()
             improved = self.state.after_validation(record, self.t)
         improved, decided = distributed.broadcast((improved, self.state.decided()), self.ctx)
         for key, value in decided.items():
@@ -589,15 +670,18 @@ class Trainer:
         record.update(kind=tag, lr=state.lr, best=best)
         self.metrics.write(record)
         meta = {"step": str(state.step)}
-        if improved:
-            save_weights(self.model_dir / "model.safetensors", self.model, meta)
-        save_weights(self.model_dir / "last.safetensors", self.model, meta)
-        save_train_state(self.model_dir, self.model, self.optimizer, asdict(state))
-        if t.keep_last:
-            snaps = self.model_dir / "checkpoints"
-            save_weights(snaps / f"step-{state.step:08d}.safetensors", self.model, meta)
-            for old in sorted(snaps.glob("step-*.safetensors"))[: -t.keep_last]:
-                old.unlink()
+        # with train.agreement the reverse model's weights go to <model_dir>/reverse at the same
+        # moments (its best: when the forward model's validation improves); the state holds both
+        for model, model_dir in zip(self.models, (self.model_dir, self.model_dir / REVERSE)):
+            if improved:
+                save_weights(model_dir / "model.safetensors", model, meta)
+            save_weights(model_dir / "last.safetensors", model, meta)
+            if t.keep_last:
+                snaps = model_dir / "checkpoints"
+                save_weights(snaps / f"step-{state.step:08d}.safetensors", model, meta)
+                for old in sorted(snaps.glob("step-*.safetensors"))[: -t.keep_last]:
+                    old.unlink()
+        save_train_state(self.model_dir, self.trained, self.optimizer, asdict(state))
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state.step, tag, shown)
 
@@ -611,11 +695,18 @@ class Window:
     def reset(self) -> None:
         self.loss: torch.Tensor | float = 0.0
         self.tokens = 0
+        self.reverse_loss: torch.Tensor | float = 0.0  # train.agreement only, like the two below
+        self.reverse_tokens = 0
+        self.disagreement: torch.Tensor | float = 0.0
         self.t0 = time.time()
 
     def add(self, step: Step) -> None:
         self.loss = self.loss + step.loss
         self.tokens += step.tokens
+        if step.reverse_loss is not None and step.disagreement is not None:
+            self.reverse_loss = self.reverse_loss + step.reverse_loss
+            self.reverse_tokens += step.reverse_tokens
+            self.disagreement = self.disagreement + step.disagreement
 
 
 def _bar(**kw):

@@ -1,0 +1,157 @@
+"""Agreement-based joint training (engine/agreement.py, train.agreement): the disagreement Δ on
+hand-made and random attention, its gradient, and a joint run end to end — both directions'
+model directories, resume, and the alignment read from the pair."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import TOY, toy_config
+from safetensors.torch import load_file
+
+from rnnsearch.config import ConfigError, ModelConfig
+from rnnsearch.engine.agreement import Pair, disagreement, reverse_examples
+from rnnsearch.engine.data import Example, collate
+from rnnsearch.engine.train import train
+from rnnsearch.nn.model import build_model
+
+
+def batches(examples):
+    return collate(examples), collate(reverse_examples(examples))
+
+
+def test_disagreement_on_hand_made_attention():
+    # sentence 0: x0 x1 -> y0 y1 with y0~x1 and y1~x0; sentence 1: x0 -> y0 (padded)
+    examples = [Example([5, 6], [7, 8], 0), Example([5], [7], 1)]
+    batch, back = batches(examples)
+    junk = 0.37  # padding rows/columns and the </s> rows: never read
+    fwd = torch.full((2, 3, 2), junk)  # (B, target words + </s>, source words)
+    fwd[0, :2] = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    fwd[1, 0, 0] = 1.0
+    rev = torch.full((2, 3, 2), junk)  # (B, source words + </s>, target words)
+    rev[0, :2] = torch.tensor([[0.0, 1.0], [1.0, 0.0]])  # x0~y1, x1~y0: the same links
+    rev[1, 0, 0] = 1.0
+    assert float(disagreement(fwd, rev, batch, back, "sos")) == 0.0
+    assert float(disagreement(fwd, rev, batch, back, "mul")) == pytest.approx(0.0, abs=1e-5)  # log(1 + floor)
+    rev[0, :2] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # x0~y0, x1~y1: every link of sentence 0 differs
+    assert float(disagreement(fwd, rev, batch, back, "sos")) == pytest.approx(4.0)
+    # y0 and y1 have no overlap (log of the floor), y0 of sentence 1 agrees
+    assert float(disagreement(fwd, rev, batch, back, "mul")) == pytest.approx(-2 * math.log(1e-6), rel=1e-5)
+    with pytest.raises(ValueError, match="agreement_loss"):
+        disagreement(fwd, rev, batch, back, "kl")
+
+
+def test_disagreement_matches_a_loop_over_word_pairs():
+    torch.manual_seed(0)
+    lengths = [(4, 3), (2, 5), (1, 1)]  # (source words, target words)
+    examples = [Example(list(range(4, 4 + m)), list(range(4, 4 + n)), k) for k, (m, n) in enumerate(lengths)]
+    batch, back = batches(examples)
+    fwd = torch.rand(3, 6, 4).softmax(-1)  # real rows normalised or not: Δ only reads word pairs
+    rev = torch.rand(3, 5, 5).softmax(-1)
+    sos = mul = 0.0
+    for b, (m, n) in enumerate(lengths):
+        for i in range(n):
+            overlap = 0.0
+            for j in range(m):
+                sos += (float(fwd[b, i, j]) - float(rev[b, j, i])) ** 2
+                overlap += float(fwd[b, i, j]) * float(rev[b, j, i])
+            mul -= math.log(overlap + 1e-6)
+    assert float(disagreement(fwd, rev, batch, back, "sos")) == pytest.approx(sos, rel=1e-5)
+    assert float(disagreement(fwd, rev, batch, back, "mul")) == pytest.approx(mul, rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["sos", "mul"])
+def test_disagreement_gradient_reaches_both_models_and_can_be_minimised(kind):
+    torch.manual_seed(3)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8)
+    pair = Pair(build_model(cfg, 17, 19), build_model(cfg, 19, 17))
+    with torch.no_grad():  # large weights, attention far from uniform: uniform is a stationary point of mul
+        for p in pair.parameters():
+            p.normal_(0.0, 0.5)
+    # as long as their translations: sos cannot fall below Σ_pairs (m − n)²/(m n) (each α→ row sums
+    # to 1 over m words, each α← row to 1 over n), which uniform attention already reaches
+    examples = [Example([4, 9, 12, 5], [7, 15, 6, 18], 0), Example([8, 11], [13, 10], 1)]
+    batch, back = batches(examples)
+
+    def delta():
+        _, alpha, _, beta = pair(batch, back)
+        return disagreement(alpha, beta, batch, back, kind)
+
+    delta().backward()
+    for model in (pair.model, pair.reverse):
+        assert float(model.attention.v_a.weight.grad.abs().sum()) > 0  # the score function of each direction
+    start = float(delta().detach())
+    optimizer = torch.optim.Adam(pair.parameters(), lr=0.05)
+    for _ in range(40):
+        optimizer.zero_grad()
+        delta().backward()
+        optimizer.step()
+    assert float(delta().detach()) < 0.5 * start
+
+
+def test_agreement_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="train.agreement: must be >= 0"):
+        toy_config(tmp_path, "neg", agreement=-1.0)
+    with pytest.raises(ConfigError, match="train.agreement_loss"):
+        toy_config(tmp_path, "kind", agreement=1.0, agreement_loss="kl")
+    cfg = toy_config(tmp_path, "ok", agreement=1.0)
+    from rnnsearch.config import config_from_dict
+
+    for change, why in (({"model": {"arch": "rnnencdec"}}, "needs attention"),
+                        ({"data": {"reverse_source": True}}, "reverse_source")):
+        raw = cfg.to_dict()
+        for section, values in change.items():
+            raw[section].update(values)
+        with pytest.raises(ConfigError, match=f"train.agreement: .*{why}"):
+            config_from_dict(raw)
+
+
+def test_joint_run_resumes_to_the_same_weights_of_both_directions(tmp_path):
+    kw = dict(max_epochs=0, batch_size=64, agreement=1.0, dropout_start=0)
+    straight = toy_config(tmp_path, "straight", max_steps=16, **kw)
+    straight.model.dropout_emb = 0.2
+    straight.model.word_dropout = 0.1  # both directions' word dropout must be seeded to resume
+    train(straight)
+    cut = toy_config(tmp_path, "cut", max_steps=7, **kw)
+    cut.model = straight.model
+    train(cut)
+    cut.train.max_steps = 16
+    train(cut, resume=True)
+    for sub in ("", "reverse/"):
+        a = load_file(str(tmp_path / "straight" / sub / "last.safetensors"))
+        b = load_file(str(tmp_path / "cut" / sub / "last.safetensors"))
+        assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a), sub
+
+
+def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path):
+    from rnnsearch.engine.translate import load
+    from rnnsearch.tools.toy import toy_pairs
+
+    cfg = toy_config(tmp_path, "joint", max_epochs=30, stop_valid_loss=0.01, batch_size=16, agreement=1.0)
+    model_dir = train(cfg)
+    reverse = model_dir / "reverse"
+    assert {"config.json", "model.safetensors", "last.safetensors", "src.vocab.txt", "tgt.vocab.txt"} <= {
+        p.name for p in reverse.iterdir()}
+    saved = json.loads((reverse / "config.json").read_text())
+    assert saved["data"]["train_src"] == cfg.data.train_tgt and saved["train"]["agreement"] == 0.0
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    assert all({"reverse_loss", "disagreement"} <= set(r) for r in records if r["kind"] == "train")
+    assert all("reverse_valid_loss" in r for r in records if "valid_loss" in r)
+    # the reverse model translates the target side back (the task is its own inverse)
+    src, tgt = toy_pairs(20, "reverse", seed=31, **TOY)
+    back = load(reverse).translate(tgt, beam=3)
+    assert sum(h.text == s for h, s in zip(back, src)) >= 18
+    # the pair is what `rnnsearch align` symmetrises: model and model/reverse
+    gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
+    for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(model_dir),
+                          "--reverse-model", str(reverse), "--symmetrize", "soft",
+                          "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"),
+                          "--gold", str(tmp_path / "gold"), "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["aer"] < 0.2
