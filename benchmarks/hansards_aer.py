@@ -42,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from rnnsearch.engine.agreement import KINDS  # noqa: E402
 from rnnsearch.engine.alignment import aer, read_naacl, symmetrize  # noqa: E402
 
 ELISIONS = {"c": "ce", "d": "de", "j": "je", "l": "le", "m": "me", "n": "ne", "s": "se", "t": "te",
@@ -236,7 +237,7 @@ def main() -> None:
     ap.add_argument("--agreement", type=float, default=0.0, metavar="λ",
                     help="train French->English and English->French jointly with this weight on their "
                          "attention's disagreement (train.agreement) and score the pair")
-    ap.add_argument("--agreement-loss", choices=("mul", "sos"), default="mul")
+    ap.add_argument("--agreement-loss", choices=KINDS, default="mul")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="config override for the models, e.g. train.device=cuda (new runs and resumes)")

@@ -140,10 +140,14 @@ def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     assert all({"reverse_loss", "disagreement"} <= set(r) for r in records if r["kind"] == "train")
     assert all("reverse_valid_loss" in r for r in records if "valid_loss" in r)
-    # the reverse model translates the target side back (the task is its own inverse)
-    src, tgt = toy_pairs(20, "reverse", seed=31, **TOY)
+    # each direction translates the task (it is its own inverse): at least 75 of 100 exact, where
+    # seeds 1234, 1, 2, 3, 7 gave 94-100 forward and 83-100 reverse (docs/robustness.md)
+    src, tgt = toy_pairs(100, "reverse", seed=31, **TOY)
+    there = load(model_dir).translate(src, beam=3)
     back = load(reverse).translate(tgt, beam=3)
-    assert sum(h.text == s for h, s in zip(back, src)) >= 18
+    assert sum(h.text == t for h, t in zip(there, tgt)) >= 75
+    assert sum(h.text == s for h, s in zip(back, src)) >= 75
+    src, tgt = src[:20], tgt[:20]
     # the pair is what `rnnsearch align` symmetrises: model and model/reverse. No AER bound: at some
     # seeds (1 of 1234, 1, 7) the pair agrees on attention one word off the anti-diagonal, where
     # independent models of this corpus find it at 21 of 21 seeds (docs/robustness.md)
@@ -160,3 +164,15 @@ def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path
         links = [tuple(map(int, x.split("-"))) for x in line.split()]
         assert links and len({i for i, _ in links}) == len({j for _, j in links}) == len(links)
         assert all(i < len(s.split()) and j < len(s.split()) for i, j in links)
+
+
+def test_a_joint_run_stops_on_the_validation_loss_of_both_directions():
+    from rnnsearch.config import TrainConfig
+    from rnnsearch.engine.train import TrainState
+
+    t = TrainConfig(stop_valid_loss=0.01)
+    state = TrainState(lr=1.0)
+    state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.4}, t)
+    assert state.stop_reason(t) is None  # the reverse model has not learned the task yet
+    state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.008}, t)
+    assert "0.008 <= stop_valid_loss=0.01" in state.stop_reason(t)

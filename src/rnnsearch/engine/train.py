@@ -105,6 +105,11 @@ def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> tor
     """The summed loss of a collated batch: teacher-forced logits on the real target tokens only
     (``packed=True``), then :func:`sequence_loss`."""
     logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+    return packed_loss(logits, batch, label_smoothing)
+
+
+def packed_loss(logits: torch.Tensor, batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """:func:`sequence_loss` of packed logits (N, V) against the batch's N real target tokens."""
     return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
 
 
@@ -114,9 +119,8 @@ def pair_loss(net: torch.nn.Module, batch, reverse_batch, label_smoothing: float
     source→target on `batch` and target→source on `reverse_batch` (the same pairs reversed), and
     Δ, their attentions' disagreement, summed over the target words."""
     logits, alpha, back, beta = net(batch, reverse_batch)
-    there = sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
-    again = sequence_loss(back, reverse_batch.tgt_out[reverse_batch.tgt_out != PAD], label_smoothing)
-    return there, again, disagreement(alpha, beta, batch, reverse_batch, kind)
+    return (packed_loss(logits, batch, label_smoothing), packed_loss(back, reverse_batch, label_smoothing),
+            disagreement(alpha, beta, batch, reverse_batch, kind))
 
 
 class MetricsLog:
@@ -207,6 +211,7 @@ class TrainState:
     tokens: int = 0  # target tokens trained on
     seconds: float = 0.0  # training wall-clock, summed over resumes
     valid_loss: Optional[float] = None
+    reverse_valid_loss: Optional[float] = None  # train.agreement: the target→source model's
 
     @classmethod
     def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
@@ -214,12 +219,14 @@ class TrainState:
         return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}})
 
     def decided(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("best", "bad_validations", "lr_bad", "lr", "valid_loss")}
+        return {k: getattr(self, k) for k in ("best", "bad_validations", "lr_bad", "lr", "valid_loss",
+                                               "reverse_valid_loss")}
 
     def after_validation(self, record: dict, t: TrainConfig) -> bool:
         """Update the best score, patience counters and (on a plateau) the learning rate; True if
         the validation improved on the best."""
         self.valid_loss = record["valid_loss"]
+        self.reverse_valid_loss = record.get("reverse_valid_loss")
         score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
         if self.best is None or score > self.best:
             self.best, self.bad_validations, self.lr_bad = score, 0, 0
@@ -234,11 +241,12 @@ class TrainState:
 
     def stop_reason(self, t: TrainConfig) -> Optional[str]:
         """Why training ends after the validation just done, if it does: patience run out, or the
-        validation loss down to ``train.stop_valid_loss``."""
+        validation loss down to ``train.stop_valid_loss`` (with train.agreement, both directions')."""
         if t.patience and self.bad_validations >= t.patience:
             return f"no improvement in {t.patience} validations"
-        if t.stop_valid_loss and self.valid_loss is not None and self.valid_loss <= t.stop_valid_loss:
-            return f"validation loss {self.valid_loss:.4g} <= stop_valid_loss={t.stop_valid_loss}"
+        losses = [x for x in (self.valid_loss, self.reverse_valid_loss) if x is not None]
+        if t.stop_valid_loss and losses and max(losses) <= t.stop_valid_loss:
+            return f"validation loss {max(losses):.4g} <= stop_valid_loss={t.stop_valid_loss}"
         return None
 
 
