@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", default=GUIDE_PATHS["demo"], help="model directory written by `rnnsearch demo`")
     ap.add_argument("--tatoeba", default=GUIDE_PATHS["tatoeba"], help="the Tatoeba English->Chinese model")
     ap.add_argument("--out", default=str(HERE / "figures" / "guide"), help="where the figures go")
+    ap.add_argument("--structure-epochs", type=int, metavar="N",
+                    help="train the structure figure's model N epochs, not the command's own 12 "
+                         "(a quick run of the whole script, as the tests do; not for the guide)")
     args = ap.parse_args(argv)
     for name in ("demo", "tatoeba"):
         if not Path(getattr(args, name)).is_dir():
@@ -53,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                  "out": str(out), "scratch": scratch}
         for template in COMMANDS:
             argv_ = shlex.split(template.format(**paths))
+            if argv_[1:3] == ["figure", "structure"] and args.structure_epochs:
+                argv_ += ["--epochs", str(args.structure_epochs)]
             print("$", " ".join(argv_), flush=True)
             done = subprocess.run([sys.executable, "-m", "rnnsearch", *argv_[1:]])
             if done.returncode:

@@ -99,7 +99,8 @@ def test_make_figures_on_a_tiny_model(tmp_path):
     model = str(tmp_path / "demo" / "model")
     figures = runpy.run_path(str(ROOT / "docs" / "make_figures.py"))
     out = tmp_path / "figures"
-    assert figures["main"](["--demo", model, "--tatoeba", model, "--out", str(out)]) == 0
+    assert figures["main"](["--demo", model, "--tatoeba", model, "--out", str(out),
+                            "--structure-epochs", "1"]) == 0
     for name in ("structure.png", "demo_apple.png", "demo_explorer.html", "tatoeba_apple.png",
                  "tatoeba_explorer.html"):
         assert (out / name).stat().st_size > 1000, name
