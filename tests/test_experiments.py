@@ -142,3 +142,27 @@ def test_two_experiments_train_their_models_once_in_parallel_processes(tmp_path,
     assert {Path(s["model_dir"]) for s in again["systems"]} <= set(pool)
     assert stamps == {p: (p / "model.safetensors").stat().st_mtime for p in pool}
     assert main(["experiment", "reverse", "--jobs", "0", "--out", str(tmp_path)]) == 2
+
+
+def test_score_trained_scores_the_finished_models_and_trains_nothing(tmp_path, capsys):
+    """A long run's finished models can be looked at while the rest train: `--score-trained`
+    writes the results of those, lists the others, and starts no training of its own."""
+    from rnnsearch.tools.cli import main
+
+    common = ["--corpus", "synthetic", "--budget-steps", "3", "--out", str(tmp_path), "--train-sentences",
+              "150", "--test-sentences", "6", "--seed", "2"]
+    assert main(["experiment", "reverse", "--score-trained", *common]) == 2  # nothing has finished
+    assert "no model of reverse has finished training yet" in capsys.readouterr().err
+    assert not (tmp_path / "reverse").exists()
+    assert main(["experiment", "scores", *common]) == 0  # its additive model is reverse's RNNsearch
+    pool = {p for p in (tmp_path / "models").iterdir() if p.is_dir()}
+    capsys.readouterr()
+    assert main(["experiment", "reverse", "--score-trained", *common]) == 0
+    assert {p for p in (tmp_path / "models").iterdir() if p.is_dir()} == pool  # no training began
+    r = json.loads((tmp_path / "reverse" / "results.json").read_text())
+    assert [s["label"] for s in r["systems"]] == ["RNNsearch"]
+    assert r["not_trained"] == ["RNNencdec", "RNNencdec reversed", "RNNsearch reversed"]
+    assert r["systems"][0]["train_steps"] == 3 and r["systems"][0]["trained_seconds_this_run"] == 0
+    table = (tmp_path / "reverse" / "results.md").read_text()
+    assert "Not trained yet: RNNencdec, RNNencdec reversed, RNNsearch reversed." in table
+    assert "Not trained yet" in capsys.readouterr().out

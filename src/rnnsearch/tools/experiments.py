@@ -256,7 +256,7 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
                    out_dir: str | Path | None = None, data_root: str | Path = "data",
                    train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                    test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                   steps: int = 0, jobs: int = 1) -> dict:
+                   steps: int = 0, jobs: int = 1, train: bool = True) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
@@ -265,20 +265,25 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
     Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
     every model that many training steps instead of `minutes` of wall clock. `jobs` > 1 trains
     that many models at once, each in a process of its own (see :func:`run_experiments`).
+    `train` False scores only the models already trained (see :func:`run_experiments`).
     """
     return run_experiments([name], corpus, minutes, out_dir, data_root, train_sentences, seed, buckets,
-                           test_sentences, max_clauses, overrides, steps, jobs)[0]
+                           test_sentences, max_clauses, overrides, steps, jobs, train)[0]
 
 
 def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: float = 3.0,
                     out_dir: str | Path | None = None, data_root: str | Path = "data",
                     train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                     test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                    steps: int = 0, jobs: int = 1) -> list[dict]:
+                    steps: int = 0, jobs: int = 1, train: bool = True) -> list[dict]:
     """Several experiments on one corpus (:func:`run_experiment`'s arguments): the models they
     need, shared ones once, are trained first — `jobs` at a time, each a process with
     ``train.threads`` threads (default: the cores shared out among the jobs) — then each
-    experiment is scored and written. Returns the results of each, in order."""
+    experiment is scored and written. Returns the results of each, in order.
+
+    With `train` False nothing is trained: the systems whose models have finished (a long run
+    may still be training the others, in this `out_dir` or another process) are scored and
+    written, and the rest listed under ``not_trained``; a later full run writes over them."""
     bad = [n for n in names if n not in NAMES]
     if bad or not names:
         raise DataError(f"unknown experiment {', '.join(map(repr, bad)) or '(none)'} "
@@ -301,7 +306,13 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
                 raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
             plan[n][label], models[model_dir] = model_dir, raw
-    trained = _train_pool(models, jobs)
+    if train:
+        trained, done = _train_pool(models, jobs), set(models)
+    else:  # score what has finished, train nothing
+        trained, done = {d: 0.0 for d in models}, {d for d in models if (d / "DONE").exists()}
+        if not done:
+            raise DataError(f"{root / 'models'}: no model of {', '.join(names)} has finished training "
+                            f"yet (of {', '.join(d.name for d in models)})")
     scored: dict[Path, dict] = {}
     out = []
     for n in names:
@@ -310,12 +321,17 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
             "overrides": list(overrides), "jobs": jobs, "scored_on": _machine_text(),
             "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
+        if not train:
+            results["not_trained"] = [label for label, d in plan[n].items() if d not in done]
         for label, model_dir in plan[n].items():
+            if model_dir not in done:
+                continue
             if model_dir not in scored:
                 scored[model_dir] = _score_system(label, model_dir, src, ref, buckets, trained[model_dir])
                 log.info("%s: BLEU %.2f", label, scored[model_dir]["bleu"])
             results["systems"].append({**scored[model_dir], "label": label})
-        _write_results(results, root / n)
+        if results["systems"]:
+            _write_results(results, root / n)
         out.append(results)
     return out
 
@@ -341,6 +357,8 @@ def budget_text(r: dict) -> str:
 
 
 def results_markdown(r: dict) -> str:
+    if not r["systems"]:
+        return f"{r['experiment']} on {r['corpus']}: no system trained yet ({', '.join(r['not_trained'])}).\n"
     buckets = [b["bucket"] for b in r["systems"][0]["by_length"]]
     head = ["system", "BLEU", "chrF"] + buckets + ["steps (training time)", "train tok/s", "decode sent/s"]
     if any("attention_entropy" in s for s in r["systems"]):
@@ -361,4 +379,5 @@ def results_markdown(r: dict) -> str:
             + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
             + "; BLEU per bucket with (sentences); "
             f"sacrebleu {sig}" + (f"; scored {r['scored_on']}" if r.get("scored_on") else "")
-            + "\n\n" + "\n".join(lines) + "\n")
+            + "\n\n" + "\n".join(lines) + "\n"
+            + (f"\nNot trained yet: {', '.join(r['not_trained'])}.\n" if r.get("not_trained") else ""))

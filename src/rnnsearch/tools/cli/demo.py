@@ -81,6 +81,9 @@ def add_experiment(sub) -> None:
     p.add_argument("--jobs", type=int, default=1,
                    help="models trained at once, each a process of its own with train.threads threads "
                         "(default: the cores shared out); on a GPU they share it")
+    p.add_argument("--score-trained", action="store_true",
+                   help="train nothing: score the models that have finished and write the results, "
+                        "the rest listed as not trained yet (a look at a long run while it trains)")
     p.set_defaults(func=cmd_experiment)
 
 
@@ -90,6 +93,6 @@ def cmd_experiment(args) -> None:
     results = run_experiments(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
                               data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
                               test_sentences=args.test_sentences, overrides=args.set or [],
-                              steps=args.budget_steps, jobs=args.jobs)
+                              steps=args.budget_steps, jobs=args.jobs, train=not args.score_trained)
     for r in results:
         print(f"## {r['experiment']}\n\n{results_markdown(r)}")
