@@ -166,3 +166,14 @@ def test_score_trained_scores_the_finished_models_and_trains_nothing(tmp_path, c
     table = (tmp_path / "reverse" / "results.md").read_text()
     assert "Not trained yet: RNNencdec, RNNencdec reversed, RNNsearch reversed." in table
     assert "Not trained yet" in capsys.readouterr().out
+    # an experiment none of whose models has finished is said so, beside one that has some
+    shared = Path(r["systems"][0]["model_dir"])
+    (shared / "DONE").unlink()  # RNNsearch-50 back in training: reverse has nothing finished
+    capsys.readouterr()
+    assert main(["experiment", "reverse", "scores", "--score-trained", *common]) == 0
+    printed = capsys.readouterr().out
+    assert "reverse on synthetic: no system trained yet (RNNencdec, RNNencdec reversed, RNNsearch, " \
+           "RNNsearch reversed)" in printed
+    scores = json.loads((tmp_path / "scores" / "results.json").read_text())
+    assert [s["label"] for s in scores["systems"]] == ["dot", "general", "scaled_dot"]
+    assert scores["not_trained"] == ["additive"]
