@@ -177,3 +177,31 @@ def test_score_trained_scores_the_finished_models_and_trains_nothing(tmp_path, c
     scores = json.loads((tmp_path / "scores" / "results.json").read_text())
     assert [s["label"] for s in scores["systems"]] == ["dot", "general", "scaled_dot"]
     assert scores["not_trained"] == ["additive"]
+
+
+def test_only_trains_the_named_systems_and_scores_them_with_the_finished(tmp_path, capsys):
+    """`--only` shares a long run out between sessions or machines: it trains just the systems it
+    names, scores them beside whichever others have finished, and lists the rest as not trained."""
+    from rnnsearch.tools.cli import main
+
+    common = ["--corpus", "synthetic", "--budget-steps", "3", "--out", str(tmp_path), "--train-sentences",
+              "150", "--test-sentences", "6", "--seed", "2"]
+    assert main(["experiment", "reverse", "--only", "RNNsearch-50", *common]) == 2
+    err = capsys.readouterr().err
+    assert "no system 'RNNsearch-50' in reverse" in err and "'RNNsearch reversed'" in err
+    assert not (tmp_path / "models").exists()  # nothing was trained for a bad label
+    assert main(["experiment", "reverse", "--only", "RNNsearch", "--only", "RNNencdec reversed", *common]) == 0
+    pool = {p for p in (tmp_path / "models").iterdir() if p.is_dir()}
+    assert sorted(p.name.rsplit("-", 1)[0] for p in pool) == ["rnnencdec-50-reversed", "rnnsearch-50-additive"]
+    r = json.loads((tmp_path / "reverse" / "results.json").read_text())
+    assert [s["label"] for s in r["systems"]] == ["RNNencdec reversed", "RNNsearch"]
+    assert r["not_trained"] == ["RNNencdec", "RNNsearch reversed"]
+    # length-curve's RNNsearch-50 is that RNNsearch: finished, so --only trains nothing new, and a
+    # thread count of its own is no other model
+    stamps = {p: (p / "model.safetensors").stat().st_mtime for p in pool}
+    assert main(["experiment", "length-curve", "--only", "RNNsearch-50", "--set", "train.threads=2", *common]) == 0
+    assert {p for p in (tmp_path / "models").iterdir() if p.is_dir()} == pool
+    assert stamps == {p: (p / "model.safetensors").stat().st_mtime for p in pool}
+    curve = json.loads((tmp_path / "length-curve" / "results.json").read_text())
+    assert [s["label"] for s in curve["systems"]] == ["RNNsearch-50"]
+    assert curve["not_trained"] == ["RNNencdec-30", "RNNencdec-50", "RNNsearch-30"]

@@ -60,10 +60,12 @@ def _systems(name: str) -> dict[str, dict]:
 
 def _model_name(raw: dict) -> str:
     """A pool directory name: readable, plus a hash of the experiment's own settings for it (not
-    of the library's defaults, so a new config option does not orphan trained models)."""
+    of the library's defaults, so a new config option does not orphan trained models). The thread
+    count is left out: a model resumed with more threads, or on another machine, is the same model."""
     import hashlib
 
-    key = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:8]
+    identity = {**raw, "train": {k: v for k, v in raw.get("train", {}).items() if k != "threads"}}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     m, d = raw["model"], raw["data"]
     parts = [m["arch"], str(d["max_len"])] + (["reversed"] if d["reverse_source"] else [])
     if m["arch"] == "rnnsearch":
@@ -256,7 +258,7 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
                    out_dir: str | Path | None = None, data_root: str | Path = "data",
                    train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                    test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                   steps: int = 0, jobs: int = 1, train: bool = True) -> dict:
+                   steps: int = 0, jobs: int = 1, train: bool = True, only: Sequence[str] = ()) -> dict:
     """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
     in `out_dir`), evaluate them on the test set and by source length, and write results.json,
     results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
@@ -265,17 +267,19 @@ def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
     Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
     every model that many training steps instead of `minutes` of wall clock. `jobs` > 1 trains
     that many models at once, each in a process of its own (see :func:`run_experiments`).
-    `train` False scores only the models already trained (see :func:`run_experiments`).
+    `train` False scores only the models already trained, and `only` trains just the systems it
+    names (see :func:`run_experiments`).
     """
     return run_experiments([name], corpus, minutes, out_dir, data_root, train_sentences, seed, buckets,
-                           test_sentences, max_clauses, overrides, steps, jobs, train)[0]
+                           test_sentences, max_clauses, overrides, steps, jobs, train, only)[0]
 
 
 def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: float = 3.0,
                     out_dir: str | Path | None = None, data_root: str | Path = "data",
                     train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                     test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                    steps: int = 0, jobs: int = 1, train: bool = True) -> list[dict]:
+                    steps: int = 0, jobs: int = 1, train: bool = True,
+                    only: Sequence[str] = ()) -> list[dict]:
     """Several experiments on one corpus (:func:`run_experiment`'s arguments): the models they
     need, shared ones once, are trained first — `jobs` at a time, each a process with
     ``train.threads`` threads (default: the cores shared out among the jobs) — then each
@@ -283,7 +287,9 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
 
     With `train` False nothing is trained: the systems whose models have finished (a long run
     may still be training the others, in this `out_dir` or another process) are scored and
-    written, and the rest listed under ``not_trained``; a later full run writes over them."""
+    written, and the rest listed under ``not_trained``; a later full run writes over them.
+    `only` (system labels, e.g. ``RNNsearch-50``) trains just those systems' models — a long run
+    shared out between machines or sessions — and scores them with whichever others have finished."""
     bad = [n for n in names if n not in NAMES]
     if bad or not names:
         raise DataError(f"unknown experiment {', '.join(map(repr, bad)) or '(none)'} "
@@ -306,8 +312,18 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
                 raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
             plan[n][label], models[model_dir] = model_dir, raw
+    if only:
+        labels = {label: d for n in names for label, d in plan[n].items()}
+        unknown = [label for label in only if label not in labels]
+        if unknown:
+            raise DataError(f"no system {', '.join(map(repr, unknown))} in {', '.join(names)} "
+                            f"(choose from {', '.join(map(repr, labels))})")
+        chosen = {labels[label] for label in only}
     if train:
-        trained, done = _train_pool(models, jobs), set(models)
+        todo = {d: raw for d, raw in models.items() if not only or d in chosen}
+        trained = {d: 0.0 for d in models}
+        trained.update(_train_pool(todo, jobs))
+        done = {d for d in models if d in todo or (d / "DONE").exists()}
     else:  # score what has finished, train nothing
         trained, done = {d: 0.0 for d in models}, {d for d in models if (d / "DONE").exists()}
         if not done:
@@ -321,7 +337,7 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
             "overrides": list(overrides), "jobs": jobs, "scored_on": _machine_text(),
             "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
-        if not train:
+        if done != set(models):
             results["not_trained"] = [label for label, d in plan[n].items() if d not in done]
         for label, model_dir in plan[n].items():
             if model_dir not in done:

@@ -84,6 +84,10 @@ def add_experiment(sub) -> None:
     p.add_argument("--score-trained", action="store_true",
                    help="train nothing: score the models that have finished and write the results, "
                         "the rest listed as not trained yet (a look at a long run while it trains)")
+    p.add_argument("--only", action="append", metavar="SYSTEM",
+                   help="train just this system (repeatable; a label of the results table, e.g. "
+                        "RNNsearch-50 or 'RNNsearch reversed'), then score it with the others that "
+                        "have finished: a long run shared out between machines or sessions")
     p.set_defaults(func=cmd_experiment)
 
 
@@ -93,6 +97,7 @@ def cmd_experiment(args) -> None:
     results = run_experiments(args.name, corpus=args.corpus, minutes=args.budget_minutes, out_dir=args.out,
                               data_root=args.data, train_sentences=args.train_sentences, seed=args.seed,
                               test_sentences=args.test_sentences, overrides=args.set or [],
-                              steps=args.budget_steps, jobs=args.jobs, train=not args.score_trained)
+                              steps=args.budget_steps, jobs=args.jobs, train=not args.score_trained,
+                              only=args.only or ())
     for r in results:
         print(f"## {r['experiment']}\n\n{results_markdown(r)}")
