@@ -190,16 +190,19 @@ def test_only_trains_the_named_systems_and_scores_them_with_the_finished(tmp_pat
     err = capsys.readouterr().err
     assert "no system 'RNNsearch-50' in reverse" in err and "'RNNsearch reversed'" in err
     assert not (tmp_path / "models").exists()  # nothing was trained for a bad label
-    assert main(["experiment", "reverse", "--only", "RNNsearch", "--only", "RNNencdec reversed", *common]) == 0
+    two = ["--only", "RNNsearch", "--only", "RNNencdec reversed"]
+    assert main(["experiment", "reverse", *two, *common]) == 0
     pool = {p for p in (tmp_path / "models").iterdir() if p.is_dir()}
-    assert sorted(p.name.rsplit("-", 1)[0] for p in pool) == ["rnnencdec-50-reversed", "rnnsearch-50-additive"]
+    names = sorted(p.name.rsplit("-", 1)[0] for p in pool)
+    assert names == ["rnnencdec-50-reversed", "rnnsearch-50-additive"]
     r = json.loads((tmp_path / "reverse" / "results.json").read_text())
     assert [s["label"] for s in r["systems"]] == ["RNNencdec reversed", "RNNsearch"]
     assert r["not_trained"] == ["RNNencdec", "RNNsearch reversed"]
     # length-curve's RNNsearch-50 is that RNNsearch: finished, so --only trains nothing new, and a
     # thread count of its own is no other model
     stamps = {p: (p / "model.safetensors").stat().st_mtime for p in pool}
-    assert main(["experiment", "length-curve", "--only", "RNNsearch-50", "--set", "train.threads=2", *common]) == 0
+    again = ["--only", "RNNsearch-50", "--set", "train.threads=2"]
+    assert main(["experiment", "length-curve", *again, *common]) == 0
     assert {p for p in (tmp_path / "models").iterdir() if p.is_dir()} == pool
     assert stamps == {p: (p / "model.safetensors").stat().st_mtime for p in pool}
     curve = json.loads((tmp_path / "length-curve" / "results.json").read_text())
