@@ -182,3 +182,35 @@ def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_pat
     for kind in ("bf16", "int8"):
         assert row[kind]["speedup"] > 0 and 0 <= row[kind]["identical_translations"] <= 1
         assert row[kind]["bleu_delta"] == pytest.approx(row[kind]["bleu"] - row["fp32"]["bleu"], abs=0.011)
+
+
+def test_europarl_sessions_merge_into_the_published_results(tmp_path):
+    """benchmarks/europarl_20k.py: systems scored by a later session join the published ones in
+    the experiment's order, with its paths rewritten; another test set is refused."""
+    import json
+    import shutil
+
+    import europarl_20k
+
+    from rnnsearch.tools.experiments import run_experiment
+
+    kw = dict(corpus="synthetic", steps=3, train_sentences=150, seed=2, test_sentences=6)
+    run_experiment("reverse", out_dir=tmp_path / "first", only=["RNNsearch"], **kw)
+    run_experiment("reverse", out_dir=tmp_path / "later", only=["RNNencdec"], **kw)
+    docs = tmp_path / "docs"
+    shutil.copytree(tmp_path / "first" / "reverse", europarl_20k.published_dir("reverse", docs))
+    summary = europarl_20k.publish(tmp_path / "later", tmp_path / "data", docs)
+    assert list(summary) == ["RNNencdec", "RNNsearch", "reverse: not trained"]
+    assert summary["reverse: not trained"] == ["RNNencdec reversed", "RNNsearch reversed"]
+    published = europarl_20k.published_dir("reverse", docs)
+    merged = json.loads((published / "results.json").read_text())
+    assert [s["label"] for s in merged["systems"]] == ["RNNencdec", "RNNsearch"]
+    assert merged["systems"][0]["model_dir"].startswith("experiments/europarl-it-en/models/rnnencdec-50-")
+    table = (published / "results.md").read_text()
+    assert "Not trained yet: RNNencdec reversed, RNNsearch reversed." in table
+    # publishing again adds nothing twice
+    europarl_20k.publish(tmp_path / "later", tmp_path / "data", docs)
+    assert len(json.loads((published / "results.json").read_text())["systems"]) == 2
+    other = {**json.loads((tmp_path / "later" / "reverse" / "results.json").read_text()), "test_sentences": 7}
+    with pytest.raises(SystemExit, match="another test set"):
+        europarl_20k.merge("reverse", other, merged, lambda text: text)
