@@ -312,23 +312,19 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
             if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
                 raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
             plan[n][label], models[model_dir] = model_dir, raw
-    if only:
-        labels = {label: d for n in names for label, d in plan[n].items()}
-        unknown = [label for label in only if label not in labels]
-        if unknown:
-            raise DataError(f"no system {', '.join(map(repr, unknown))} in {', '.join(names)} "
-                            f"(choose from {', '.join(map(repr, labels))})")
-        chosen = {labels[label] for label in only}
+    labels = {label: d for n in names for label, d in plan[n].items()}
+    unknown = [label for label in only if label not in labels]
+    if unknown:
+        raise DataError(f"no system {', '.join(map(repr, unknown))} in {', '.join(names)} "
+                        f"(choose from {', '.join(map(repr, labels))})")
+    chosen = {labels[label] for label in only} if only else set(models)
+    trained = {d: 0.0 for d in models}
     if train:
-        todo = {d: raw for d, raw in models.items() if not only or d in chosen}
-        trained = {d: 0.0 for d in models}
-        trained.update(_train_pool(todo, jobs))
-        done = {d for d in models if d in todo or (d / "DONE").exists()}
-    else:  # score what has finished, train nothing
-        trained, done = {d: 0.0 for d in models}, {d for d in models if (d / "DONE").exists()}
-        if not done:
-            raise DataError(f"{root / 'models'}: no model of {', '.join(names)} has finished training "
-                            f"yet (of {', '.join(d.name for d in models)})")
+        trained.update(_train_pool({d: raw for d, raw in models.items() if d in chosen}, jobs))
+    done = {d for d in models if (d / "DONE").exists()}  # training leaves DONE when it returns
+    if not train and not done:  # scoring what has finished, and nothing has
+        raise DataError(f"{root / 'models'}: no model of {', '.join(names)} has finished training "
+                        f"yet (of {', '.join(d.name for d in models)})")
     scored: dict[Path, dict] = {}
     out = []
     for n in names:
