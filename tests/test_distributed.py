@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -78,3 +80,27 @@ def test_resume_with_a_different_number_of_ranks(tmp_path):
     b = load_file(str(tmp_path / "moved" / "last.safetensors"))
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-5), k
+
+
+def test_sigterm_stops_every_rank_at_one_step_with_a_checkpoint(tmp_path):
+    # torchrun passes SIGTERM on to its ranks: rank 0's request is broadcast, so both stop after
+    # the same update, rank 0 saves, and none waits forever on a collective the other left
+    cfg = write_config(tmp_path, max_steps=100000, max_epochs=0)
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "rnnsearch", "train", str(cfg), "--model-dir", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    log = out / "log.jsonl"
+    deadline = time.time() + 120
+    while not (log.exists() and len(log.read_text().splitlines()) >= 3):
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-3000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode != 0 and not (out / "DONE").exists()
+    step = json.loads((out / "train_state.json").read_text())["step"]
+    assert f"SIGTERM at step {step};" in err  # both ranks say the same step
+    assert err.count(f"SIGTERM at step {step};") == 2, err[-3000:]
+    run(["train", "--resume", str(out), "--set", f"train.max_steps={step + 2}"], ranks=2)
+    assert json.loads((out / "DONE").read_text())["step"] == step + 2

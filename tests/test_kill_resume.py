@@ -25,13 +25,12 @@ def last_step(model_dir):
     return max(steps, default=-1)
 
 
-def kill_at(proc, model_dir, step, timeout=120):
+def kill_at(proc, model_dir, step, timeout=120, sig=signal.SIGKILL):
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         if last_step(model_dir) >= step:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return
+            proc.send_signal(sig)
+            return proc.wait(timeout=timeout)
         time.sleep(0.01)
     raise AssertionError(f"run ended or stalled before step {step}: {proc.stderr.read()[-2000:]}")
 
@@ -58,3 +57,20 @@ def test_sigkill_and_resume_reach_the_same_weights(tmp_path):
     b = load_file(str(killed / "last.safetensors"))
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def test_sigterm_to_the_command_saves_and_says_how_to_resume(tmp_path):
+    cfg = toy_config(tmp_path, "run", max_steps=200, batch_size=64, log_every=1, max_epochs=0)
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    run = tmp_path / "run"
+    proc = start(["train", str(path)])
+    assert kill_at(proc, run, 5, sig=signal.SIGTERM) == 128 + signal.SIGTERM
+    err = proc.stderr.read()
+    assert "Traceback" not in err and f"`rnnsearch train --resume {run}` continues it" in err
+    step = json.loads((run / "train_state.json").read_text())["step"]
+    assert step >= 5 and not (run / "DONE").exists()
+    assert not list(run.glob(".*.tmp"))
+    proc = start(["train", "--resume", str(run), "--set", "train.max_steps=" + str(step + 3)])
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()[-2000:]
+    assert json.loads((run / "DONE").read_text())["step"] == step + 3

@@ -1,6 +1,7 @@
 """End to end: train on a toy task, translate, save/load, resume, and the command line."""
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from safetensors.torch import load_file
 import rnnsearch
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import CheckpointError
-from rnnsearch.engine.train import train
+from rnnsearch.engine.train import Trainer, TrainingInterrupted, train
 from rnnsearch.tools.toy import toy_pairs
 
 
@@ -88,6 +89,57 @@ def test_resume_reaches_the_same_weights(tmp_path):
     b = load_file(str(tmp_path / "cut" / "last.safetensors"))
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def _signal_at(monkeypatch, steps: dict[int, list[signal.Signals]]):
+    """Make the training loop receive these signals during the updates that reach these steps."""
+    step = Trainer.train_step
+
+    def train_step(self, *args, **kw):
+        done = step(self, *args, **kw)
+        for sig in steps.get(self.state.step, []):
+            signal.raise_signal(sig)
+        return done
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+
+
+def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    kw = dict(max_steps=30, max_epochs=0, batch_size=64, valid_every=10, save_every_minutes=60)
+    straight = toy_config(tmp_path, "straight", **kw)
+    straight.model.dropout_emb = straight.model.dropout_readout = 0.2
+    straight.model.word_dropout = 0.1
+    train(straight)
+    cut = toy_config(tmp_path, "cut", **kw)
+    cut.model = straight.model
+    handler = signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as m:
+        _signal_at(m, {17: [signal.SIGTERM]})  # mid-epoch (24 steps an epoch), between saves
+        with pytest.raises(TrainingInterrupted, match=r"SIGTERM at step 17.*--resume") as stopped:
+            train(cut)
+    assert stopped.value.signum == signal.SIGTERM and stopped.value.step == 17
+    assert signal.getsignal(signal.SIGTERM) is handler  # the run's handlers are gone with it
+    out = tmp_path / "cut"
+    assert not (out / "DONE").exists()  # unfinished: the experiment pools resume it
+    assert json.loads((out / "train_state.json").read_text())["step"] == 17
+    last = json.loads((out / "log.jsonl").read_text().splitlines()[-1])
+    assert last["kind"] == "interrupted" and last["step"] == 17 and "valid_loss" not in last
+    train(cut, resume=True)
+    assert json.loads((out / "DONE").read_text())["step"] == 30
+    a = load_file(str(tmp_path / "straight" / "last.safetensors"))
+    b = load_file(str(out / "last.safetensors"))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_a_second_interrupt_stops_at_once(tmp_path, monkeypatch):
+    cfg = toy_config(tmp_path, "run", max_steps=10, max_epochs=0, batch_size=64)
+    _signal_at(monkeypatch, {3: [signal.SIGINT, signal.SIGINT]})
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        train(cfg)
+    assert not isinstance(stopped.value, TrainingInterrupted)  # no waiting for a save
+    assert not (tmp_path / "run" / "train_state.json").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_dropout_start_trains_unregularised_first(tmp_path):

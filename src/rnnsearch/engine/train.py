@@ -9,6 +9,8 @@ import logging
 import math
 import random
 import shutil
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -46,6 +48,45 @@ from rnnsearch.nn.model import build_model
 log = logging.getLogger("rnnsearch")
 
 MAX_BAD_STEPS = 20  # consecutive non-finite losses/gradients before giving up
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT or SIGTERM after writing a resumable checkpoint (no DONE)."""
+
+    def __init__(self, signum: int, model_dir: Path, step: int):
+        self.signum, self.model_dir, self.step = signum, model_dir, step
+        super().__init__(f"training interrupted by {signal.Signals(signum).name} at step {step}; its "
+                         f"checkpoint is saved: `rnnsearch train --resume {model_dir}` continues it")
+
+
+class StopRequests:
+    """SIGINT (Ctrl-C) and SIGTERM while a run trains: the first asks it to stop after the current
+    update and save a checkpoint to resume from, so at most one update's work is lost instead of
+    everything since the last save; a second one stops at once, the way it would without this.
+    Installed only in the main thread (Python delivers signals there); a no-op elsewhere."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._request) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def _request(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        self.__exit__()  # asked twice: the handlers from before this run take the signal now
+        signal.raise_signal(signum)
 
 
 def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
@@ -421,6 +462,8 @@ class Trainer:
         self.bad_in_row = 0  # non-finite updates in a row
         self.started = time.time() - self.state.seconds
         self.saved_at = self.state.seconds  # training seconds at the last timed save
+        self.stop_requests = StopRequests()
+        self.interrupted: Optional[int] = None  # the signal that stopped the run, agreed by every rank
 
     def resolve_precision(self) -> str:
         """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
@@ -464,10 +507,15 @@ class Trainer:
         if t.progress and self.ctx.main and t.max_steps:
             run_bar = _bar(total=t.max_steps, initial=state.step, unit="step")
         stop = None
-        while stop is None and not (t.max_epochs and state.epoch >= t.max_epochs):
-            stop = self.train_epoch(run_bar)
+        with self.stop_requests:
+            while stop is None and not (t.max_epochs and state.epoch >= t.max_epochs):
+                stop = self.train_epoch(run_bar)
         if run_bar is not None:
             run_bar.close()
+        if self.interrupted is not None:  # saved by train_epoch; not DONE: the run is to be resumed
+            self.net = self.trained
+            distributed.cleanup(self.ctx)
+            raise TrainingInterrupted(self.interrupted, self.model_dir, state.step)
         if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
             sums = distributed.weight_checksums(self.trained, self.ctx)
             self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
@@ -517,7 +565,10 @@ class Trainer:
             bar.close()
         if state.position >= len(batches):
             state.epoch, state.position = epoch + 1, 0
-        self.checkpoint("epoch" if stop is None else "final")
+        if self.interrupted is not None:  # save at once: validation could outlast a SIGTERM's grace
+            self.checkpoint("interrupted", validating=False)
+        else:
+            self.checkpoint("epoch" if stop is None else "final")
         return stop or state.stop_reason(t)
 
     def regularize(self, on: bool) -> None:
@@ -633,10 +684,18 @@ class Trainer:
                 return stop
         if t.max_steps and state.step >= t.max_steps:
             return f"reached max_steps={t.max_steps}"
-        if t.max_minutes and distributed.broadcast(state.seconds >= t.max_minutes * 60, self.ctx):
+        # rank 0's clock and signals decide for every rank (one broadcast), so all stop at one step
+        over = bool(t.max_minutes) and state.seconds >= t.max_minutes * 60
+        due = bool(t.save_every_minutes) and state.seconds - self.saved_at >= t.save_every_minutes * 60
+        over, due, self.interrupted = distributed.broadcast((over, due, self.stop_requests.signum), self.ctx)
+        if self.interrupted is not None:
+            name = signal.Signals(self.interrupted).name
+            log.warning("%s: stopping at step %d to save a checkpoint (send it again to stop at once)",
+                        name, state.step)
+            return f"interrupted by {name}"
+        if over:
             return f"reached max_minutes={t.max_minutes}"
-        due = t.save_every_minutes and state.seconds - self.saved_at >= t.save_every_minutes * 60
-        if t.save_every_minutes and distributed.broadcast(due, self.ctx):
+        if due:
             self.checkpoint("timed", validating=False)
             self.saved_at = state.seconds
         return None
@@ -727,5 +786,7 @@ def train(cfg: Config, resume: bool = False) -> Path:
     """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).
+    SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
+    `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
     """
     return Trainer(cfg, resume).run()

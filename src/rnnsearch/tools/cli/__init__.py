@@ -55,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError, CheckpointError, FloatingPointError) as e:
         print(f"rnnsearch: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("rnnsearch: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        # a training run stopped by SIGINT/SIGTERM saved a checkpoint and says how to resume
+        # (engine.train.TrainingInterrupted); the exit status is the shell's 128 + signal number
+        signum = getattr(e, "signum", None)
+        print(f"rnnsearch: {e if signum else 'interrupted'}", file=sys.stderr)
+        return 128 + (signum or 2)
     except BrokenPipeError:
         return 0
     return 0
