@@ -1,6 +1,7 @@
 """The Europarl it→en length curve and reversal at 20,000 steps a model, one session at a time.
 
     python benchmarks/europarl_20k.py --data DIR --only RNNsearch-50 [--threads 2] [--work DIR]
+    python benchmarks/europarl_20k.py --data DIR --only RNNsearch-50 --only 'RNNsearch reversed' --jobs 2
     python benchmarks/europarl_20k.py --data DIR --publish-only [--work DIR]
 
 Six models of about 2.5–4 CPU-hours each (docs/experiments.md, "Results on `europarl-it-en` at
@@ -45,10 +46,11 @@ def published_dir(name: str, docs: Path = PUBLISHED) -> Path:
     return docs / f"{name}-europarl-it-en-20000-steps"
 
 
-def train(data: Path, work: Path, only: list[str], threads: int) -> None:
-    """`rnnsearch experiment length-curve reverse` with the recipe, for the systems in `only`."""
+def train(data: Path, work: Path, only: list[str], threads: int, jobs: int = 1) -> None:
+    """`rnnsearch experiment length-curve reverse` with the recipe, for the systems in `only`,
+    `jobs` of them at once with `threads` threads each."""
     cmd = [sys.executable, "-m", "rnnsearch", "experiment", *EXPERIMENTS, *RECIPE, "--data", str(data),
-           "--out", str(work), "--set", f"train.threads={threads}"]
+           "--out", str(work), "--set", f"train.threads={threads}", "--jobs", str(jobs)]
     for label in only:
         cmd += ["--only", label]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT / "src"))
@@ -114,9 +116,12 @@ def main() -> None:
                     help="models, data and results (default .dev/europarl-it-en)")
     ap.add_argument("--only", action="append", default=[], metavar="SYSTEM",
                     help="system to train (repeatable)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="threads of the one training process (default: every core); with two systems "
-                         "give --threads 1 each and run two of this script")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="systems trained at once, each a process of its own (default 1). On 2 cores two "
+                         "1-thread RNNsearch-50 processes make 1.2x the steps of one 2-thread process "
+                         "(docs/experiments.md), so --jobs 2 when two systems are left")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads of each training process (default: the cores shared out among the jobs)")
     ap.add_argument("--publish-only", action="store_true", help="train nothing: merge what --work has scored")
     args = ap.parse_args()
     data, work = Path(args.data), Path(args.work)
@@ -125,7 +130,8 @@ def main() -> None:
             ap.error("name the systems to train with --only (or give --publish-only)")
         if not (data / "europarl_it_en").is_dir():
             raise SystemExit(f"{data / 'europarl_it_en'}: not found; give --data (or set RNNSEARCH_DATA)")
-        train(data, work, args.only, args.threads)
+        threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+        train(data, work, args.only, threads, args.jobs)
     print(json.dumps(publish(work, data), indent=1))
 
 
