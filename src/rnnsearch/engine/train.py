@@ -253,6 +253,7 @@ class TrainState:
     seconds: float = 0.0  # training wall-clock, summed over resumes
     valid_loss: Optional[float] = None
     reverse_valid_loss: Optional[float] = None  # train.agreement: the target→source model's
+    reverse_best: Optional[float] = None  # train.agreement: its lowest validation loss, its best weights'
 
     @classmethod
     def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
@@ -261,7 +262,7 @@ class TrainState:
 
     def decided(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("best", "bad_validations", "lr_bad", "lr", "valid_loss",
-                                               "reverse_valid_loss")}
+                                               "reverse_valid_loss", "reverse_best")}
 
     def after_validation(self, record: dict, t: TrainConfig) -> bool:
         """Update the best score, patience counters and (on a plateau) the learning rate; True if
@@ -279,6 +280,17 @@ class TrainState:
             self.lr_bad = 0
             log.info("no improvement for %d validations: lr -> %g", t.lr_patience, self.lr)
         return False
+
+    def reverse_improved(self) -> bool:
+        """train.agreement: whether the reverse model's validation loss just measured is its best
+        yet. It is judged by its own loss, not by the forward model's score: the two directions
+        peak at different validations, and a forward model whose BLEU has levelled off would
+        otherwise freeze the reverse model's best weights at an early, poor point."""
+        loss = self.reverse_valid_loss
+        if loss is None or (self.reverse_best is not None and loss >= self.reverse_best):
+            return False
+        self.reverse_best = loss
+        return True
 
     def stop_reason(self, t: TrainConfig) -> Optional[str]:
         """Why training ends after the validation just done, if it does: patience run out, or the
@@ -704,14 +716,14 @@ class Trainer:
         """Validate (unless a timed save), then write the checkpoint. A timed save leaves the best
         weights alone wherever there is validation data to judge them by."""
         record = {"step": self.state.step, "epoch": self.state.epoch}
-        improved = self.validate(record) if validating else self.valid is None
+        improved = self.validate(record) if validating else [self.valid is None] * len(self.models)
         if self.ctx.main:
             self.save_checkpoint(tag, record, improved)
 
-    def validate(self, record: dict) -> bool:
+    def validate(self, record: dict) -> list[bool]:
         """Validate on rank 0 (scores into `record`) and take its decisions (best score, patience,
-        learning rate) on every rank; True if the model improved."""
-        improved = self.valid is None
+        learning rate) on every rank; for each of `self.models`, whether it improved."""
+        improved = [self.valid is None] * len(self.models)
         if self.ctx.main and self.valid is not None:
             with_bleu = self.t.valid_metric == "bleu"
             record.update(validation_scores(self.translator, self.valid, self.cfg, with_bleu))
@@ -719,7 +731,9 @@ class Trainer:
                 back = evaluate_loss(self.reverse_model, self.reverse_valid, self.device)
                 record["reverse_valid_loss"] = back
                 self.reverse_model.train()
-            improved = self.state.after_validation(record, self.t)
+            improved = [self.state.after_validation(record, self.t)]
+            if self.reverse_model is not None:
+                improved.append(self.state.reverse_improved())
         improved, decided = distributed.broadcast((improved, self.state.decided()), self.ctx)
         for key, value in decided.items():
             setattr(self.state, key, value)
@@ -727,9 +741,9 @@ class Trainer:
             group["lr"] = self.state.lr
         return improved
 
-    def save_checkpoint(self, tag: str, record: dict, improved: bool) -> None:
-        """The log record; the best weights (if improved), the last weights and the resumable state;
-        with train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
+    def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
+        """The log record; the best weights (of each model that improved), the last weights and the
+        resumable state; with train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
         t, state = self.t, self.state
         best = state.best  # kept as "higher is better": a loss is stored negated
         if best is not None and t.valid_metric == "loss":
@@ -738,9 +752,10 @@ class Trainer:
         self.metrics.write(record)
         meta = {"step": str(state.step)}
         # with train.agreement the reverse model's weights go to <model_dir>/reverse at the same
-        # moments (its best: when the forward model's validation improves); the state holds both
-        for model, model_dir in zip(self.models, (self.model_dir, self.model_dir / REVERSE)):
-            if improved:
+        # moments (its best: when its own validation loss improves); the state holds both
+        dirs = (self.model_dir, self.model_dir / REVERSE)
+        for model, model_dir, better in zip(self.models, dirs, improved):
+            if better:
                 save_weights(model_dir / "model.safetensors", model, meta)
             save_weights(model_dir / "last.safetensors", model, meta)
             if t.keep_last:
