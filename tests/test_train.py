@@ -208,7 +208,7 @@ def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
     after = trainer.model.state_dict()
     assert step.grad_norm > 0 and any(not torch.equal(before[k], after[k]) for k in before)
     record: dict = {}
-    assert trainer.validate(record) is True  # the first validation is the best so far
+    assert trainer.validate(record) == [True]  # the first validation is the best so far (one model)
     assert {"valid_loss", "valid_ppl", "valid_bleu"} <= set(record)
     assert trainer.state.best == record["valid_bleu"]
     trainer.save_checkpoint("valid", record, improved=True)

@@ -741,10 +741,13 @@ class Trainer:
             group["lr"] = self.state.lr
         return improved
 
-    def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
-        """The log record; the best weights (of each model that improved), the last weights and the
-        resumable state; with train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
+    def save_checkpoint(self, tag: str, record: dict, improved: bool | list[bool]) -> None:
+        """The log record; the best weights (of each model that improved: one flag per model of
+        `self.models`, or one for all), the last weights and the resumable state; with
+        train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
         t, state = self.t, self.state
+        if isinstance(improved, bool):
+            improved = [improved] * len(self.models)
         best = state.best  # kept as "higher is better": a loss is stored negated
         if best is not None and t.valid_metric == "loss":
             best = -best
