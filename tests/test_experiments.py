@@ -1,6 +1,7 @@
 """Each experiment runs end to end at a toy budget, and a re-run reuses finished models."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,23 @@ def test_only_trains_the_named_systems_and_scores_them_with_the_finished(tmp_pat
     curve = json.loads((tmp_path / "length-curve" / "results.json").read_text())
     assert [s["label"] for s in curve["systems"]] == ["RNNsearch-50"]
     assert curve["not_trained"] == ["RNNencdec-30", "RNNencdec-50", "RNNsearch-30"]
+
+
+def test_a_pool_job_resumes_with_its_share_of_the_cores(tmp_path, monkeypatch):
+    # a run started alone with 2 threads (its config.json says so), resumed as one of two jobs
+    from rnnsearch.tools import experiments
+
+    model_dir = tmp_path / "models" / "rnnsearch-50"
+    model_dir.mkdir(parents=True)
+    (model_dir / "train_state.safetensors").write_bytes(b"")
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append((cmd, kw["env"]))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(experiments.subprocess, "run", run)
+    experiments._train_process(model_dir, {"train": {"threads": 1}})
+    (cmd, env), = calls
+    assert cmd[-4:] == ["--resume", str(model_dir), "--set", "train.threads=1"]
+    assert env["OMP_NUM_THREADS"] == "1"

@@ -200,13 +200,15 @@ def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
 def _train_process(model_dir: Path, raw: dict) -> float:
     """One pool model trained by a ``rnnsearch train`` process of its own; its seconds."""
     log_file = model_dir.parent / f"{model_dir.name}.log"
+    threads = str(raw["train"].get("threads") or 1)
     if (model_dir / "train_state.safetensors").exists():
-        args = ["--resume", str(model_dir)]
+        # this pool's share of the cores, not the count the run was started with (its config.json's):
+        # a run begun alone with every core would otherwise take them all beside the other jobs
+        args = ["--resume", str(model_dir), "--set", f"train.threads={threads}"]
     else:
         config = model_dir.parent / f"{model_dir.name}.json"
         atomic_write_text(config, json.dumps(raw, indent=1) + "\n")  # JSON is YAML
         args = [str(config)]
-    threads = str(raw["train"].get("threads") or 1)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     started = time.time()
     with open(log_file, "w", encoding="utf-8") as out:
