@@ -211,7 +211,7 @@ def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
     assert trainer.validate(record) == [True]  # the first validation is the best so far (one model)
     assert {"valid_loss", "valid_ppl", "valid_bleu"} <= set(record)
     assert trainer.state.best == record["valid_bleu"]
-    trainer.save_checkpoint("valid", record, improved=True)
+    trainer.save_checkpoint("valid", record, improved=[True])
     model_dir = tmp_path / "steps"
     written = {p.name for p in model_dir.iterdir()}
     assert {"model.safetensors", "last.safetensors", "train_state.safetensors"} <= written

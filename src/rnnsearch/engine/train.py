@@ -524,24 +524,29 @@ class Trainer:
                 stop = self.train_epoch(run_bar)
         if run_bar is not None:
             run_bar.close()
-        if self.interrupted is not None:  # saved by train_epoch; not DONE: the run is to be resumed
-            self.net = self.trained
-            distributed.cleanup(self.ctx)
-            raise TrainingInterrupted(self.interrupted, self.model_dir, state.step)
-        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
-            sums = distributed.weight_checksums(self.trained, self.ctx)
-            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
-                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
-        log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={t.max_epochs}",
-                 self.model_dir)
-        if self.ctx.main:
-            done = {"reason": stop or "max_epochs", "step": state.step}
-            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
+        if self.interrupted is None:  # interrupted: saved by train_epoch, no DONE, to be resumed
+            self.finish(stop)
         # the DDP wrapper holds the process group: let go of it first, or gloo's threads can
         # outlive destroy_process_group and abort the process at exit
         self.net = self.trained
         distributed.cleanup(self.ctx)
+        if self.interrupted is not None:
+            raise TrainingInterrupted(self.interrupted, self.model_dir, state.step)
         return self.model_dir
+
+    def finish(self, stop: Optional[str]) -> None:
+        """A run that has ended (`stop`: why; None: max_epochs): the ranks' weight checksums in the
+        log, and DONE."""
+        state = self.state
+        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
+            sums = distributed.weight_checksums(self.trained, self.ctx)
+            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
+                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
+        log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={self.t.max_epochs}",
+                 self.model_dir)
+        if self.ctx.main:
+            done = {"reason": stop or "max_epochs", "step": state.step}
+            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
 
     def train_epoch(self, run_bar=None) -> Optional[str]:
         """The rest of the current epoch, or less if a limit or stopping rule ends training first
@@ -741,13 +746,11 @@ class Trainer:
             group["lr"] = self.state.lr
         return improved
 
-    def save_checkpoint(self, tag: str, record: dict, improved: bool | list[bool]) -> None:
-        """The log record; the best weights (of each model that improved: one flag per model of
-        `self.models`, or one for all), the last weights and the resumable state; with
-        train.keep_last, a snapshot in checkpoints/ (the oldest pruned)."""
+    def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
+        """The log record; the best weights (of each model of `self.models` whose flag in `improved`
+        is set), the last weights and the resumable state; with train.keep_last, a snapshot in
+        checkpoints/ (the oldest pruned)."""
         t, state = self.t, self.state
-        if isinstance(improved, bool):
-            improved = [improved] * len(self.models)
         best = state.best  # kept as "higher is better": a loss is stored negated
         if best is not None and t.valid_metric == "loss":
             best = -best
