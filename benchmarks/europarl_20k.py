@@ -46,14 +46,17 @@ def published_dir(name: str, docs: Path = PUBLISHED) -> Path:
     return docs / f"{name}-europarl-it-en-20000-steps"
 
 
-def train(data: Path, work: Path, only: list[str], threads: int, jobs: int = 1) -> None:
+def train(data: Path, work: Path, only: list[str], threads: int | None = None, jobs: int = 1) -> None:
     """`rnnsearch experiment length-curve reverse` with the recipe, for the systems in `only`,
-    `jobs` of them at once with `threads` threads each."""
+    `jobs` of them at once with `threads` threads each (None: the experiment shares the cores out)."""
     cmd = [sys.executable, "-m", "rnnsearch", "experiment", *EXPERIMENTS, *RECIPE, "--data", str(data),
-           "--out", str(work), "--set", f"train.threads={threads}", "--jobs", str(jobs)]
+           "--out", str(work), "--jobs", str(jobs)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    if threads:
+        cmd += ["--set", f"train.threads={threads}"]
+        env["OMP_NUM_THREADS"] = str(threads)
     for label in only:
         cmd += ["--only", label]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT / "src"))
     subprocess.run(cmd, check=True, env=env)
 
 
@@ -130,8 +133,7 @@ def main() -> None:
             ap.error("name the systems to train with --only (or give --publish-only)")
         if not (data / "europarl_it_en").is_dir():
             raise SystemExit(f"{data / 'europarl_it_en'}: not found; give --data (or set RNNSEARCH_DATA)")
-        threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-        train(data, work, args.only, threads, args.jobs)
+        train(data, work, args.only, args.threads, args.jobs)
     print(json.dumps(publish(work, data), indent=1))
 
 
