@@ -28,7 +28,8 @@ PY=${PYTHON:-python3}
 
 if [ "${CHECK:-1}" = 1 ]; then
   echo "== tests on $DEVICE"
-  RNNSEARCH_TEST_DEVICE=$DEVICE timeout 240 $PY -m pytest -p no:cacheprovider -k device -rs \
+  # one process (-o addopts=-q): the GPU machine has no pytest-xdist, and its tests share one device
+  RNNSEARCH_TEST_DEVICE=$DEVICE timeout 240 $PY -m pytest -o addopts=-q -p no:cacheprovider -k device -rs \
     tests/test_model.py tests/test_search.py tests/test_graphs.py tests/test_train.py 2>&1 | tee "$OUT/tests.txt" | tail -15
 fi
 

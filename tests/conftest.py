@@ -11,6 +11,22 @@ from rnnsearch.engine.vocab import PAD
 from rnnsearch.nn.model import build_model
 from rnnsearch.tools.toy import write_toy_corpus
 
+# In a parallel run (pytest-xdist: `-n auto` in pyproject.toml) every worker gets its share of the
+# cores, it and the commands and notebook kernel it starts: torch's default of one thread per core
+# in each worker would put workers x cores threads on the cores, and OpenMP kernels oversubscribed
+# so run many times slower, not merely at a share of the speed (docs/robustness.md).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_collection_modifyitems(items):
+    """The longest tests first: a parallel run then spreads them over its workers instead of
+    ending on one of them while the others wait."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort
+
+
 # The development copies of the real corpora (multi30k/, europarl_it_en/, ...), from the environment:
 # the tests that read them skip, saying so, where it is not set (.ci/run sets it when they are there).
 SHARED_DATA = Path(os.environ["RNNSEARCH_DATA"]) if os.environ.get("RNNSEARCH_DATA") else None

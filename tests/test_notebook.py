@@ -17,6 +17,7 @@ def test_notebook_is_stored_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.long
 def test_notebook_executes(tmp_path):
     nbformat = pytest.importorskip("nbformat",
                                    reason="nbformat is in the test extra: pip install -e '.[test]'")
