@@ -53,6 +53,10 @@ def test_sigkill_and_resume_reach_the_same_weights(tmp_path):
     assert proc.wait(timeout=300) == 0, proc.stderr.read()[-2000:]
 
     assert not list(killed.glob(".*.tmp"))  # nothing half-written left behind
+    # the steps trained again after each kill are logged once: the log reads as the reference's
+    logged = [[(r["step"], r["kind"]) for r in map(json.loads, (d / "log.jsonl").read_text().splitlines())]
+              for d in (tmp_path / "ref", killed)]
+    assert logged[1] == logged[0]
     a = load_file(str(tmp_path / "ref" / "last.safetensors"))
     b = load_file(str(killed / "last.safetensors"))
     for k in a:

@@ -190,6 +190,24 @@ class MetricsLog:
                     self.tb.add_scalar(k, v, record.get("step", 0))
             self.tb.flush()
 
+    def rewind(self, step: int) -> int:
+        """Drop the records of steps after `step`, the checkpoint a run resumes from: the steps a
+        killed run took past its last save are trained again, and logged again. Returns how many."""
+        if not self.enabled or not self.path.exists():
+            return 0
+        lines = [x for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        kept = [x for x in lines if _logged_step(x) <= step]  # a line torn by the kill goes too
+        if len(kept) < len(lines):
+            atomic_write_text(self.path, "".join(x + "\n" for x in kept))
+        return len(lines) - len(kept)
+
+
+def _logged_step(line: str) -> float:
+    try:
+        return json.loads(line).get("step", 0)
+    except json.JSONDecodeError:
+        return math.inf
+
 
 def _load_pairs(cfg: Config, split: str):
     d = cfg.data
@@ -465,6 +483,9 @@ class Trainer:
             log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size,
                      t.batch_by)
         self.metrics = MetricsLog(self.model_dir, t.tensorboard, enabled=self.ctx.main)
+        if resume and (dropped := self.metrics.rewind(self.state.step)):
+            log.info("log.jsonl: dropped %d records of steps after %d (trained again now)", dropped,
+                     self.state.step)
         self.translator = Translator(cfg, self.model, self.src_tok, self.tgt_tok, self.device)
         # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
         self.precision = self.resolve_precision()
