@@ -133,15 +133,16 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_weights(tmp_path, m
 
 
 @pytest.fixture
-def ctrl_c_raises():
-    """SIGINT as in an interactive Python, whatever pytest inherited: a shell without job control
-    starts its background jobs with SIGINT ignored, and then a second Ctrl-C has nothing to raise."""
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+def sigint(request):
+    """SIGINT's handler for the test (`request.param`), whatever pytest inherited: a shell without
+    job control starts its background jobs, this suite's too, with SIGINT ignored."""
+    inherited = signal.signal(signal.SIGINT, request.param)
     yield
     signal.signal(signal.SIGINT, inherited)
 
 
-def test_a_second_interrupt_stops_at_once(tmp_path, monkeypatch, ctrl_c_raises):
+@pytest.mark.parametrize("sigint", [signal.default_int_handler], indirect=True)
+def test_a_second_interrupt_stops_at_once(tmp_path, monkeypatch, sigint):
     cfg = toy_config(tmp_path, "run", max_steps=10, max_epochs=0, batch_size=64)
     _signal_at(monkeypatch, {3: [signal.SIGINT, signal.SIGINT]})
     with pytest.raises(KeyboardInterrupt) as stopped:
@@ -149,6 +150,16 @@ def test_a_second_interrupt_stops_at_once(tmp_path, monkeypatch, ctrl_c_raises):
     assert not isinstance(stopped.value, TrainingInterrupted)  # no waiting for a save
     assert not (tmp_path / "run" / "train_state.json").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_IGN], indirect=True)
+def test_a_run_started_ignoring_ctrl_c_keeps_ignoring_it(tmp_path, monkeypatch, sigint):
+    # a background job of a script: a Ctrl-C meant for the foreground neither stops nor saves it
+    cfg = toy_config(tmp_path, "run", max_steps=6, max_epochs=0, batch_size=64)
+    _signal_at(monkeypatch, {3: [signal.SIGINT, signal.SIGINT]})
+    train(cfg)
+    assert json.loads((tmp_path / "run" / "DONE").read_text())["step"] == 6
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_dropout_start_trains_unregularised_first(tmp_path):

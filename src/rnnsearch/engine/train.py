@@ -63,6 +63,8 @@ class StopRequests:
     """SIGINT (Ctrl-C) and SIGTERM while a run trains: the first asks it to stop after the current
     update and save a checkpoint to resume from, so at most one update's work is lost instead of
     everything since the last save; a second one stops at once, the way it would without this.
+    A signal the process started out ignoring stays ignored, as Python leaves it: a shell without
+    job control starts its background jobs so, for a Ctrl-C at the terminal not to stop them.
     Installed only in the main thread (Python delivers signals there); a no-op elsewhere."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -73,7 +75,8 @@ class StopRequests:
 
     def __enter__(self) -> StopRequests:
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._request) for s in self.SIGNALS}
+            self._previous = {s: signal.signal(s, self._request) for s in self.SIGNALS
+                              if signal.getsignal(s) is not signal.SIG_IGN}
         return self
 
     def __exit__(self, *exc) -> None:
