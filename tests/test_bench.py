@@ -199,6 +199,8 @@ def test_europarl_sessions_merge_into_the_published_results(tmp_path):
     run_experiment("reverse", out_dir=tmp_path / "later", only=["RNNencdec"], **kw)
     docs = tmp_path / "docs"
     shutil.copytree(tmp_path / "first" / "reverse", europarl_20k.published_dir("reverse", docs))
+    later = tmp_path / "later" / "reverse" / "results.json"  # as if scored on another machine
+    later.write_text(json.dumps({**json.loads(later.read_text()), "scored_on": "2099-01-01, another CPU"}))
     summary = europarl_20k.publish(tmp_path / "later", tmp_path / "data", docs)
     assert list(summary) == ["RNNencdec", "RNNsearch", "reverse: not trained"]
     assert summary["reverse: not trained"] == ["RNNencdec reversed", "RNNsearch reversed"]
@@ -208,6 +210,7 @@ def test_europarl_sessions_merge_into_the_published_results(tmp_path):
     assert merged["systems"][0]["model_dir"].startswith("experiments/europarl-it-en/models/rnnencdec-50-")
     table = (published / "results.md").read_text()
     assert "Not trained yet: RNNencdec reversed, RNNsearch reversed." in table
+    assert "Scored apart from the others: RNNencdec 2099-01-01, another CPU." in table
     # publishing again adds nothing twice
     europarl_20k.publish(tmp_path / "later", tmp_path / "data", docs)
     assert len(json.loads((published / "results.json").read_text())["systems"]) == 2

@@ -388,10 +388,14 @@ def results_markdown(r: dict) -> str:
             cells.append(f"{s['attention_entropy']:.3f}" if "attention_entropy" in s else "–")
         lines.append("| " + " | ".join(cells) + " |")
     sig = r["systems"][0].get("bleu_signature", "")
+    # systems merged in from a later session carry where they were scored (benchmarks/europarl_20k.py)
+    apart = [f"{s['label']} {s['scored_on']}" for s in r["systems"]
+             if s.get("scored_on", r.get("scored_on")) != r.get("scored_on")]
     return (f"{r['experiment']} on {r['corpus']}, {budget_text(r)} per model, "
             f"seed {r['seed']}, {r['test_sentences']} test sentences"
             + (f", with {' '.join(r['overrides'])}" if r.get("overrides") else "")
             + "; BLEU per bucket with (sentences); "
             f"sacrebleu {sig}" + (f"; scored {r['scored_on']}" if r.get("scored_on") else "")
             + "\n\n" + "\n".join(lines) + "\n"
+            + (f"\nScored apart from the others: {'; '.join(apart)}.\n" if apart else "")
             + (f"\nNot trained yet: {', '.join(r['not_trained'])}.\n" if r.get("not_trained") else ""))
