@@ -17,12 +17,14 @@ def start(args):
                             stderr=subprocess.PIPE, text=True)
 
 
-def last_step(model_dir):
+def logged(model_dir):
+    """The records of the run's log.jsonl so far."""
     path = model_dir / "log.jsonl"
-    if not path.exists():
-        return -1
-    steps = [json.loads(x).get("step", -1) for x in path.read_text().splitlines() if x.strip()]
-    return max(steps, default=-1)
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def last_step(model_dir):
+    return max((r.get("step", -1) for r in logged(model_dir)), default=-1)
 
 
 def kill_at(proc, model_dir, step, timeout=120, sig=signal.SIGKILL):
@@ -54,9 +56,8 @@ def test_sigkill_and_resume_reach_the_same_weights(tmp_path):
 
     assert not list(killed.glob(".*.tmp"))  # nothing half-written left behind
     # the steps trained again after each kill are logged once: the log reads as the reference's
-    logged = [[(r["step"], r["kind"]) for r in map(json.loads, (d / "log.jsonl").read_text().splitlines())]
-              for d in (tmp_path / "ref", killed)]
-    assert logged[1] == logged[0]
+    steps = [[(r["step"], r["kind"]) for r in logged(d)] for d in (tmp_path / "ref", killed)]
+    assert steps[1] == steps[0]
     a = load_file(str(tmp_path / "ref" / "last.safetensors"))
     b = load_file(str(killed / "last.safetensors"))
     for k in a:
