@@ -12,10 +12,10 @@ import torch
 from conftest import TOY, toy_config
 from safetensors.torch import load_file
 
+from rnnsearch import train
 from rnnsearch.config import ConfigError, ModelConfig
-from rnnsearch.engine.agreement import Pair, disagreement, reverse_examples
+from rnnsearch.engine.agreement import AgreementState, AgreementTrainer, Pair, disagreement, reverse_examples
 from rnnsearch.engine.data import Example, collate
-from rnnsearch.engine.train import train
 from rnnsearch.nn.model import build_model
 
 
@@ -179,11 +179,45 @@ def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path
 
 def test_a_joint_run_stops_on_the_validation_loss_of_both_directions():
     from rnnsearch.config import TrainConfig
-    from rnnsearch.engine.train import TrainState
 
     t = TrainConfig(stop_valid_loss=0.01)
-    state = TrainState(lr=1.0)
+    state = AgreementState(lr=1.0)
     state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.4}, t)
     assert state.stop_reason(t) is None  # the reverse model has not learned the task yet
     state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.008}, t)
     assert "0.008 <= stop_valid_loss=0.01" in state.stop_reason(t)
+
+
+def test_the_plain_entry_point_refuses_a_joint_run(tmp_path):
+    from rnnsearch.engine.train import train as train_one
+
+    with pytest.raises(ConfigError, match="train.agreement: trains a pair of models"):
+        train_one(toy_config(tmp_path, "joint", agreement=1.0))
+    assert not (tmp_path / "joint").exists()
+
+
+def test_a_joint_run_saved_with_the_former_state_keys_resumes(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    cfg = toy_config(tmp_path, "joint", max_epochs=0, max_steps=2, agreement=1.0)
+    model_dir = train(cfg)
+    path = model_dir / "train_state.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        state = json.loads(f.metadata()["state"])
+    # the keys as such a state file may hold them: the counter towards the next decay as lr_bad, and
+    # a best reverse loss lower than the next validation will measure
+    state["lr_bad"] = state.pop("bad_validations_since_lr_decay") + 1
+    state.update(reverse_valid_loss=0.5, reverse_best=0.25)
+    save_file(load_file(str(path)), str(path), metadata={"state": json.dumps(state)})
+    reverse_best = load_file(str(model_dir / "reverse" / "model.safetensors"))
+    cfg.train.max_steps = 4
+    trainer = AgreementTrainer(cfg, resume=True)
+    assert (trainer.state.step, trainer.state.bad_validations_since_lr_decay) == (2, 1)
+    assert (trainer.state.reverse_valid_loss, trainer.state.reverse_best) == (0.5, 0.25)
+    trainer.run()
+    saved = json.loads((model_dir / "train_state.json").read_text())
+    assert saved["step"] == 4 and saved["reverse_best"] == 0.25 and "lr_bad" not in saved
+    assert saved["reverse_valid_loss"] > 0.25  # so the reverse model's best weights are still those of step 2
+    again = load_file(str(model_dir / "reverse" / "model.safetensors"))
+    assert all(torch.equal(reverse_best[k], again[k]) for k in again)

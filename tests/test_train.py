@@ -212,7 +212,21 @@ def test_train_state_patience_learning_rate_and_stopping():
     for _ in range(4):
         s.after_validation({"valid_loss": 9.0}, t)
     assert s.lr == 0.3  # never below min_lr
-    assert TrainState.restored({**s.decided(), "step": 7, "unknown_key": 1}, lr=1.0).lr == 0.3
+    assert TrainState.restored({**s.validation_outcome(), "step": 7, "unknown_key": 1}, lr=1.0).lr == 0.3
+
+
+def test_a_train_state_with_the_former_key_names_restores():
+    from rnnsearch.engine.train import TrainState
+
+    # a plain run's state as train_state.safetensors held it when the counter towards the next decay
+    # was saved as lr_bad, beside the reverse model's keys (None without train.agreement)
+    saved = {"step": 7, "epoch": 1, "position": 3, "best": 12.5, "bad_validations": 2, "lr_bad": 1,
+             "lr": 0.5, "tokens": 900, "seconds": 4.0, "valid_loss": 1.25, "reverse_valid_loss": None,
+             "reverse_best": None}
+    state = TrainState.restored(saved, lr=1.0)
+    assert state == TrainState(step=7, epoch=1, position=3, best=12.5, bad_validations=2,
+                               bad_validations_since_lr_decay=1, lr=0.5, tokens=900, seconds=4.0,
+                               valid_loss=1.25)
 
 
 def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
@@ -222,7 +236,7 @@ def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
 
     trainer = Trainer(toy_config(tmp_path, "steps", max_steps=3))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    examples = trainer.examples(list(range(16)), epoch=0, pos=0)
+    examples = trainer.batch_examples(list(range(16)), epoch=0, pos=0)
     step = trainer.train_step(examples)
     assert step is not None and trainer.state.step == 1 and step.tokens == target_tokens(examples)
     after = trainer.model.state_dict()

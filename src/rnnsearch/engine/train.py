@@ -14,14 +14,13 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import sacrebleu
 import torch
 
-from rnnsearch.config import Config, TrainConfig, config_from_dict
+from rnnsearch.config import Config, ConfigError, TrainConfig
 from rnnsearch.engine import distributed
-from rnnsearch.engine.agreement import Pair, disagreement, reverse_examples
 from rnnsearch.engine.checkpoint import (
     CheckpointError,
     load_train_state,
@@ -43,7 +42,7 @@ from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
 from rnnsearch.io import atomic_write_text
 from rnnsearch.nn.attention import at_least_fp32
-from rnnsearch.nn.model import build_model
+from rnnsearch.nn.model import RNNsearch, build_model
 
 log = logging.getLogger("rnnsearch")
 
@@ -97,8 +96,8 @@ def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     assert t.eps is not None  # resolved when the config is made (TrainConfig.__post_init__)
     if t.optimizer == "adadelta":
         return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
-    # fused: one kernel over every parameter instead of a loop over tensors (docs/benchmarks.md,
-    # "This round (the Speed issue)", has the measured gain)
+    # fused: one kernel over every parameter instead of a loop over tensors, 28 -> 5.5 ms a step on
+    # the benchmark model (docs/benchmarks.md, "CPU changes measured")
     return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
 
 
@@ -108,7 +107,7 @@ class _SummedCrossEntropy(torch.autograd.Function):
     The gradient, softmax − (1−ε)·onehot − ε/V, is formed in the forward pass in the memory
     of the log-probabilities, so backward is one scaling of it; log_softmax + nll_loss instead
     zero-fill a (rows, V) matrix for nll's gradient and run log_softmax's backward over it
-    (docs/benchmarks.md, "This round (the Speed issue)", has the measured gain).
+    (docs/benchmarks.md, "CPU changes measured", has the measured gain).
     """
 
     @staticmethod
@@ -155,16 +154,6 @@ def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> tor
 def packed_loss(logits: torch.Tensor, batch, label_smoothing: float = 0.0) -> torch.Tensor:
     """:func:`sequence_loss` of packed logits (N, V) against the batch's N real target tokens."""
     return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
-
-
-def pair_loss(net: torch.nn.Module, batch, reverse_batch, label_smoothing: float = 0.0,
-              kind: str = "mul") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Agreement-based joint training (engine/agreement.py): the summed loss of each direction,
-    source→target on `batch` and target→source on `reverse_batch` (the same pairs reversed), and
-    Δ, their attentions' disagreement, summed over the target words."""
-    logits, alpha, back, beta = net(batch, reverse_batch)
-    return (packed_loss(logits, batch, label_smoothing), packed_loss(back, reverse_batch, label_smoothing),
-            disagreement(alpha, beta, batch, reverse_batch, kind))
 
 
 class MetricsLog:
@@ -261,67 +250,65 @@ class Validation:
 @dataclass
 class TrainState:
     """Where a run stands: saved with every checkpoint (train_state.safetensors), restored by
-    --resume. `decided()` is the part rank 0's validation decides for every rank."""
+    --resume. `validation_outcome()` is the part rank 0's validation decides for every rank."""
 
     step: int = 0
     epoch: int = 0
     position: int = 0  # the next batch of the epoch
     best: Optional[float] = None  # best validation score, higher is better (a loss is stored negated)
     bad_validations: int = 0  # validations in a row without improvement (train.patience)
-    lr_bad: int = 0  # the same count, towards the next learning-rate decay
+    bad_validations_since_lr_decay: int = 0  # the same count, restarted by a decay (train.lr_patience)
     lr: float = 0.0
     tokens: int = 0  # target tokens trained on
     seconds: float = 0.0  # training wall-clock, summed over resumes
     valid_loss: Optional[float] = None
-    reverse_valid_loss: Optional[float] = None  # train.agreement: the target→source model's
-    reverse_best: Optional[float] = None  # train.agreement: its lowest validation loss, its best weights'
+
+    FORMER_NAMES: ClassVar[dict[str, str]] = {"lr_bad": "bad_validations_since_lr_decay"}  # in saved states
 
     @classmethod
     def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
+        """The state saved in train_state.safetensors; keys this class does not have are ignored."""
         known = {f.name for f in fields(cls)}
+        saved = {cls.FORMER_NAMES.get(k, k): v for k, v in saved.items()}
         return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}})
 
-    def decided(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("best", "bad_validations", "lr_bad", "lr", "valid_loss",
-                                               "reverse_valid_loss", "reverse_best")}
+    def validation_outcome(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("best", "bad_validations", "bad_validations_since_lr_decay",
+                                               "lr", "valid_loss")}
+
+    def judge(self, record: dict, t: TrainConfig) -> list[bool]:
+        """`after_validation` for each model the run trains: whether it improved on its best."""
+        return [self.after_validation(record, t)]
 
     def after_validation(self, record: dict, t: TrainConfig) -> bool:
         """Update the best score, patience counters and (on a plateau) the learning rate; True if
         the validation improved on the best."""
         self.valid_loss = record["valid_loss"]
-        self.reverse_valid_loss = record.get("reverse_valid_loss")
         score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
         if self.best is None or score > self.best:
-            self.best, self.bad_validations, self.lr_bad = score, 0, 0
+            self.best, self.bad_validations, self.bad_validations_since_lr_decay = score, 0, 0
             return True
         self.bad_validations += 1
-        self.lr_bad += 1
-        if t.lr_decay < 1.0 and self.lr_bad >= t.lr_patience:
+        self.bad_validations_since_lr_decay += 1
+        if t.lr_decay < 1.0 and self.bad_validations_since_lr_decay >= t.lr_patience:
             self.lr = max(t.min_lr, self.lr * t.lr_decay)
-            self.lr_bad = 0
+            self.bad_validations_since_lr_decay = 0
             log.info("no improvement for %d validations: lr -> %g", t.lr_patience, self.lr)
         return False
 
-    def reverse_improved(self) -> bool:
-        """train.agreement: whether the reverse model's validation loss just measured is its best
-        yet. It is judged by its own loss, not by the forward model's score: the two directions
-        peak at different validations, and a forward model whose BLEU has levelled off would
-        otherwise freeze the reverse model's best weights at an early, poor point."""
-        loss = self.reverse_valid_loss
-        if loss is None or (self.reverse_best is not None and loss >= self.reverse_best):
-            return False
-        self.reverse_best = loss
-        return True
-
     def stop_reason(self, t: TrainConfig) -> Optional[str]:
         """Why training ends after the validation just done, if it does: patience run out, or the
-        validation loss down to ``train.stop_valid_loss`` (with train.agreement, both directions')."""
+        validation loss down to ``train.stop_valid_loss``."""
         if t.patience and self.bad_validations >= t.patience:
             return f"no improvement in {t.patience} validations"
-        losses = [x for x in (self.valid_loss, self.reverse_valid_loss) if x is not None]
-        if t.stop_valid_loss and losses and max(losses) <= t.stop_valid_loss:
-            return f"validation loss {max(losses):.4g} <= stop_valid_loss={t.stop_valid_loss}"
+        loss = self.stopping_loss()
+        if t.stop_valid_loss and loss is not None and loss <= t.stop_valid_loss:
+            return f"validation loss {loss:.4g} <= stop_valid_loss={t.stop_valid_loss}"
         return None
+
+    def stopping_loss(self) -> Optional[float]:
+        """The validation loss that ``train.stop_valid_loss`` is compared with."""
+        return self.valid_loss
 
 
 @dataclass
@@ -332,10 +319,30 @@ class Step:
     loss: torch.Tensor
     tokens: int
     grad_norm: torch.Tensor
-    # train.agreement: the reverse model's summed loss and target tokens, and the summed Δ
-    reverse_loss: Optional[torch.Tensor] = None
-    reverse_tokens: int = 0
-    disagreement: Optional[torch.Tensor] = None
+
+
+class Window:
+    """Loss and tokens since the last training log line (the loss summed on the device)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss: torch.Tensor | float = 0.0
+        self.tokens = 0
+        self.t0 = time.time()
+
+    def add(self, step: Step) -> None:
+        self.loss = self.loss + step.loss
+        self.tokens += step.tokens
+
+    def sums(self) -> list[float]:
+        """What the log line adds up over the ranks; the loss first."""
+        return [float(self.loss)]
+
+    def extra_means(self, sums: list[float]) -> dict[str, float]:
+        """The log line's entries beside the loss, from `sums` added up over the ranks."""
+        return {}
 
 
 # What a resumed run takes from the config it is given; everything else comes from the model directory.
@@ -362,21 +369,6 @@ def resume_config(cfg: Config, model_dir: Path) -> Config:
     return saved
 
 
-REVERSE = "reverse"  # the target→source model of train.agreement: <model_dir>/reverse
-
-
-def reverse_config(cfg: Config) -> Config:
-    """The config.json of <model_dir>/reverse: the run's, each side's files swapped, so that
-    `rnnsearch translate`/`align` load it like any model directory (it is not trained on its own)."""
-    raw = cfg.to_dict()
-    d = raw["data"]
-    for split in ("train", "valid"):
-        d[f"{split}_src"], d[f"{split}_tgt"] = d[f"{split}_tgt"], d[f"{split}_src"]
-    raw["train"]["agreement"] = 0.0
-    raw["model_dir"] = str(Path(cfg.model_dir) / REVERSE)
-    return config_from_dict(raw, source=f"{raw['model_dir']}/config.json")
-
-
 def prepare_model_dir(cfg: Config, resume: bool) -> Config:
     """The config to train with: on resume the saved one (with `cfg`'s limits), the directory
     cleared of a previous run's DONE and half-written files; a fresh run must not overwrite one."""
@@ -384,7 +376,7 @@ def prepare_model_dir(cfg: Config, resume: bool) -> Config:
     if resume:
         cfg = resume_config(cfg, model_dir)
         (model_dir / "DONE").unlink(missing_ok=True)
-        for stale in [*model_dir.glob(".*.tmp"), *(model_dir / REVERSE).glob(".*.tmp")]:  # of a killed run
+        for stale in model_dir.glob(".*.tmp"):  # of a killed run
             stale.unlink()
     elif (model_dir / "train_state.safetensors").exists():
         raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
@@ -392,106 +384,84 @@ def prepare_model_dir(cfg: Config, resume: bool) -> Config:
     return cfg
 
 
-def load_data(cfg: Config, ctx: distributed.Context, resume: bool):
-    """Tokenisers (built and saved by rank 0 on a fresh run), the encoded training data and the
-    validation set (None without one). Bad data leaves no half-made model directory behind."""
-    model_dir = Path(cfg.model_dir)
-    train_src, train_tgt = _load_pairs(cfg, "train") or (None, None)
-    if train_src is None or train_tgt is None:
-        raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to train")
-    valid = _load_pairs(cfg, "valid")
-    created = not model_dir.exists()
-    model_dir.mkdir(parents=True, exist_ok=True)
+def run_config(cfg: Config, resume: bool) -> Config:
+    """What decides the kind of run: `cfg`, or on resume the config saved in its model directory."""
+    return read_config(Path(cfg.model_dir)) if resume else cfg
+
+
+def seed_and_threads(t: TrainConfig) -> None:
+    """Python's and torch's random numbers from train.seed; torch's CPU threads (train.threads)."""
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    if t.threads:
+        torch.set_num_threads(t.threads)
+
+
+def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step: int, keep_last: int) -> None:
+    """A model's weights: the best (when `best`), the last, and with `keep_last` a snapshot in
+    checkpoints/ (the oldest pruned)."""
+    meta = {"step": str(step)}
+    if best:
+        save_weights(model_dir / "model.safetensors", model, meta)
+    save_weights(model_dir / "last.safetensors", model, meta)
+    if keep_last:
+        snaps = model_dir / "checkpoints"
+        save_weights(snaps / f"step-{step:08d}.safetensors", model, meta)
+        for old in sorted(snaps.glob("step-*.safetensors"))[: -keep_last]:
+            old.unlink()
+
+
+def _build_tokenizers(cfg: Config, train_src: list[str], train_tgt: list[str]) -> tuple:
+    log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
+    # built from the text as the model will see it (control characters cleaned, case as configured)
+    src_norm = [normalize(x, cfg.data.lowercase) for x in train_src]
+    tgt_norm = [normalize(x, cfg.data.lowercase) for x in train_tgt]
+    return build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
+
+
+def _encode(cfg: Config, src_tok, tgt_tok, train: tuple[list[str], list[str]],
+            valid: Optional[tuple[list[str], list[str]]]) -> tuple[ParallelData, Optional[Validation]]:
+    """The training pairs encoded, and the validation set (None without one)."""
     d = cfg.data
-    try:
-        if not resume and ctx.main:  # rank 0 builds the vocabularies; the others read them
-            log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
-            # built from the text as the model will see it (control characters cleaned, case as configured)
-            src_norm = [normalize(x, d.lowercase) for x in train_src]
-            tgt_norm = [normalize(x, d.lowercase) for x in train_tgt]
-            tokenizers = build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
-            save_tokenizers(model_dir, cfg.vocab, *tokenizers)
-            if cfg.train.agreement:  # the reverse model reads the target side with the target's tokenizer
-                (model_dir / REVERSE).mkdir(exist_ok=True)
-                save_tokenizers(model_dir / REVERSE, cfg.vocab, *tokenizers[::-1])
-                reverse_config(cfg).save(model_dir / REVERSE / "config.json")
-            cfg.save(model_dir / "config.json")
-        distributed.barrier(ctx)
-        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-        train_data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, d.max_len, d.reverse_source,
-                                         d.lowercase, name="train")
-        validation = None
-        if valid is not None:
-            valid_data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source,
-                                             d.lowercase, name="valid")
-            keep = [e.index for e in valid_data.examples]
-            validation = Validation(valid_data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
-    except BaseException:
-        if created and ctx.main:
-            shutil.rmtree(model_dir, ignore_errors=True)
-        raise
-    return src_tok, tgt_tok, train_data, validation
+    train_data = ParallelData.encode(*train, src_tok, tgt_tok, d.max_len, d.reverse_source, d.lowercase,
+                                     name="train")
+    if valid is None:
+        return train_data, None
+    valid_data = ParallelData.encode(*valid, src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
+                                     name="valid")
+    keep = [e.index for e in valid_data.examples]
+    return train_data, Validation(valid_data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
 
 
 class Trainer:
     """One training run as small named steps. `run` is the loop; `train_step`, `checkpoint`
-    (validate, then `save_checkpoint`) and `train_epoch` can each be called on their own."""
+    (validate, then `save_checkpoint`) and `train_epoch` can each be called on their own.
+    Agreement training (train.agreement) is AgreementTrainer, engine/agreement.py."""
+
+    state_class: type[TrainState] = TrainState
 
     def __init__(self, cfg: Config, resume: bool = False):
-        cfg = prepare_model_dir(cfg, resume)
-        self.cfg, self.t, self.model_dir = cfg, cfg.train, Path(cfg.model_dir)
-        t = self.t
-        random.seed(t.seed)
-        torch.manual_seed(t.seed)
-        if t.threads:
-            torch.set_num_threads(t.threads)
-        self.ctx, self.device = distributed.setup(t.device)
-        if not self.ctx.main:
-            log.setLevel(logging.WARNING)
-        if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        self.src_tok, self.tgt_tok, self.train_data, self.valid = load_data(cfg, self.ctx, resume)
-        self.model = build_model(cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
-        # what the optimizer updates: the model, or with train.agreement the model and its reverse
-        self.trained: torch.nn.Module = self.model
-        self.reverse_model: Optional[torch.nn.Module] = None
-        self.reverse_valid: Optional[ParallelData] = None
-        if t.agreement:
-            self.reverse_model = build_model(cfg.model, len(self.tgt_tok), len(self.src_tok)).to(self.device)
-            self.trained = Pair(self.model, self.reverse_model)
-            if self.valid is not None:
-                self.reverse_valid = ParallelData(reverse_examples(self.valid.data.examples))
-            log.info("agreement-based joint training (λ=%g, %s): the target→source model is %s",
-                     t.agreement, t.agreement_loss, self.model_dir / REVERSE)
-        self.models = [m for m in (self.model, self.reverse_model) if m is not None]
+        self.cfg = cfg = self.prepare_model_dir(cfg, resume)
+        self.model_dir = Path(cfg.model_dir)
+        seed_and_threads(cfg.train)
+        self.ctx, self.device = self.setup_device()
+        self.src_tok, self.tgt_tok, self.train_data, self.valid = self.load_data(resume)
+        self.build_models()
         self.optimizer = make_optimizer(cfg, self.trained.parameters())
-        self.state = TrainState(lr=t.lr)
-        if resume:
-            saved = load_train_state(self.model_dir, self.trained, self.optimizer)
-            self.state = TrainState.restored(saved, t.lr)
-            log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, self.state.step,
-                     self.state.epoch, self.state.position)
+        self.state = self.resumed_state() if resume else self.state_class(lr=cfg.train.lr)
         log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
-        if t.compile:
+        if cfg.train.compile:
             for model in self.models:  # the first batches compile (seconds to a minute), the rest reuse it
                 model.compile_step()
             log.info("decoder time step compiled with torch.compile")
-        self.net: torch.nn.Module = self.trained
-        if self.ctx.enabled:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.trained, device_ids=ids)
-            log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size,
-                     t.batch_by)
-        self.metrics = MetricsLog(self.model_dir, t.tensorboard, enabled=self.ctx.main)
+        self.net = self.data_parallel()
+        self.metrics = MetricsLog(self.model_dir, cfg.train.tensorboard, enabled=self.ctx.main)
         if resume and (dropped := self.metrics.rewind(self.state.step)):
             log.info("log.jsonl: dropped %d records of steps after %d (trained again now)", dropped,
                      self.state.step)
         self.translator = Translator(cfg, self.model, self.src_tok, self.tgt_tok, self.device)
-        # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
         self.precision = self.resolve_precision()
+        # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         self.autocast = torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -501,11 +471,82 @@ class Trainer:
         self.stop_requests = StopRequests()
         self.interrupted: Optional[int] = None  # the signal that stopped the run, agreed by every rank
 
+    def prepare_model_dir(self, cfg: Config, resume: bool) -> Config:
+        """The module's `prepare_model_dir`; a subclass that writes more directories clears them too."""
+        return prepare_model_dir(cfg, resume)
+
+    def setup_device(self) -> tuple[distributed.Context, torch.device]:
+        """This rank's place in the process group (if any) and its device; only rank 0 logs below
+        warnings."""
+        ctx, device = distributed.setup(self.cfg.train.device)
+        if not ctx.main:
+            log.setLevel(logging.WARNING)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        return ctx, device
+
+    def load_data(self, resume: bool) -> tuple[Any, Any, ParallelData, Optional[Validation]]:
+        """Tokenisers (built and saved by rank 0 on a fresh run), the encoded training data and the
+        validation set (None without one). Bad data leaves no half-made model directory behind."""
+        cfg, model_dir = self.cfg, self.model_dir
+        train_src, train_tgt = _load_pairs(cfg, "train") or (None, None)
+        if train_src is None or train_tgt is None:
+            raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
+                                  "train")
+        valid = _load_pairs(cfg, "valid")
+        created = not model_dir.exists()
+        model_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            if not resume and self.ctx.main:  # rank 0 builds the vocabularies; the others read them
+                self.write_tokenizers(_build_tokenizers(cfg, train_src, train_tgt))
+                cfg.save(model_dir / "config.json")
+            distributed.barrier(self.ctx)
+            src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+            return (src_tok, tgt_tok, *_encode(cfg, src_tok, tgt_tok, (train_src, train_tgt), valid))
+        except BaseException:
+            if created and self.ctx.main:
+                shutil.rmtree(model_dir, ignore_errors=True)
+            raise
+
+    def write_tokenizers(self, tokenizers: tuple) -> None:
+        """A fresh run's (source, target) tokenizers, into the model directory (rank 0)."""
+        save_tokenizers(self.model_dir, self.cfg.vocab, *tokenizers)
+
+    def build_models(self) -> None:
+        """The model on its device. `trained` is the module the optimizer updates (here the model);
+        `models` are the models the run trains and `model_dirs` where each is saved."""
+        self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
+        self.trained: torch.nn.Module = self.model
+        self.models: list[RNNsearch] = [self.model]
+        self.model_dirs = [self.model_dir]
+
+    def resumed_state(self) -> TrainState:
+        """The weights, optimizer, random state and TrainState of the last checkpoint."""
+        saved = load_train_state(self.model_dir, self.trained, self.optimizer)
+        state = self.state_class.restored(saved, self.cfg.train.lr)
+        log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, state.step, state.epoch,
+                 state.position)
+        return state
+
+    def data_parallel(self) -> torch.nn.Module:
+        """What the forward pass runs: `trained`, under torchrun wrapped in DistributedDataParallel."""
+        if not self.ctx.enabled:
+            return self.trained
+        from torch.nn.parallel import DistributedDataParallel
+
+        t = self.cfg.train
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        net = DistributedDataParallel(self.trained, device_ids=ids)
+        log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size, t.batch_by)
+        return net
+
     def resolve_precision(self) -> str:
         """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
-        if self.t.precision != "auto":
-            return self.t.precision
-        work = f"batch {self.t.batch_size} {self.t.batch_by}"
+        t = self.cfg.train
+        if t.precision != "auto":
+            return t.precision
+        work = f"batch {t.batch_size} {t.batch_by}"
         size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), work)
         chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
         chosen = distributed.broadcast(chosen, self.ctx)
@@ -515,7 +556,7 @@ class Trainer:
     def _probe(self, precision: str) -> float:
         """Seconds for three training steps in `precision` on a copy of the model; the run's own
         weights, optimizer and random state are left as they were."""
-        t = self.t
+        t = self.cfg.train
         model = copy.deepcopy(self.model)
         optimizer = make_optimizer(self.cfg, model.parameters())
         batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, 0)[:3]
@@ -536,7 +577,7 @@ class Trainer:
 
     def run(self) -> Path:
         """Train until a limit or a stopping rule; returns the model directory."""
-        t, state = self.t, self.state
+        t, state = self.cfg.train, self.state
         self.started = time.time() - state.seconds
         self.trained.train()
         run_bar = None  # with a step budget, one bar over the whole run: its ETA is the run's
@@ -566,8 +607,8 @@ class Trainer:
             sums = distributed.weight_checksums(self.trained, self.ctx)
             self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
                                 "weight_checksums": sums, "identical": len(set(sums)) == 1})
-        log.info("training stopped: %s; model in %s", stop or f"reached max_epochs={self.t.max_epochs}",
-                 self.model_dir)
+        why = stop or f"reached max_epochs={self.cfg.train.max_epochs}"
+        log.info("training stopped: %s; model in %s", why, self.model_dir)
         if self.ctx.main:
             done = {"reason": stop or "max_epochs", "step": state.step}
             atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
@@ -575,7 +616,7 @@ class Trainer:
     def train_epoch(self, run_bar=None) -> Optional[str]:
         """The rest of the current epoch, or less if a limit or stopping rule ends training first
         (returned: the reason); then a checkpoint."""
-        t, state = self.t, self.state
+        t, state = self.cfg.train, self.state
         epoch = state.epoch
         batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
         bar = run_bar
@@ -583,13 +624,12 @@ class Trainer:
             bar.set_description(f"epoch {epoch + 1}")
         elif t.progress and self.ctx.main:
             bar = _bar(total=len(batches), initial=state.position, desc=f"epoch {epoch + 1}", leave=False)
-        window = Window()
+        window = self.new_window()
         stop = None
         for pos in range(state.position, len(batches)):
             state.position = pos + 1
             self.regularize(state.step >= t.dropout_start)
-            reverse = self.examples(batches[pos], epoch, pos, reverse=True) if self.reverse_model else None
-            step = self.train_step(self.examples(batches[pos], epoch, pos), reverse)
+            step = self.train_batch(batches[pos], epoch, pos)
             if step is None:  # update skipped
                 continue
             window.add(step)
@@ -612,55 +652,55 @@ class Trainer:
             self.checkpoint("epoch" if stop is None else "final")
         return stop or state.stop_reason(t)
 
+    def new_window(self) -> Window:
+        return Window()
+
     def regularize(self, on: bool) -> None:
         """Dropout and word dropout on or off (train.dropout_start: off for the first steps)."""
         if on != self.model.dropout_on:
             for model in self.models:
                 model.set_dropout(on)
-            until = f"off until step {self.t.dropout_start}"
+            until = f"off until step {self.cfg.train.dropout_start}"
             log.info("step %d: dropout %s", self.state.step, "on" if on else until)
 
-    def examples(self, batch: list[int], epoch: int, pos: int, reverse: bool = False) -> list:
-        """The batch's examples — with `reverse`, the same pairs target→source, for the reverse model
-        of train.agreement — with word dropout (seeded by epoch, position and direction: resumable)."""
-        examples = [self.train_data.examples[i] for i in batch]
-        if reverse:
-            examples = reverse_examples(examples)
+    def train_batch(self, batch: list[int], epoch: int, pos: int) -> Optional[Step]:
+        """`train_step` on batch `pos` of the epoch (`batch`: its example ids)."""
+        return self.train_step(self.batch_examples(batch, epoch, pos))
+
+    def batch_examples(self, batch: list[int], epoch: int, pos: int) -> list:
+        """The batch's examples, with word dropout."""
+        return self.word_dropout([self.train_data.examples[i] for i in batch], epoch, pos)
+
+    def word_dropout(self, examples: list, epoch: int, pos: int, stream: str = "") -> list:
+        """`examples` with word dropout, seeded by epoch and position so that a resumed run drops
+        the same words; `stream` names another draw for the same batch, independent of this one."""
         m = self.cfg.model
         if (m.word_dropout > 0 or m.word_dropout_target > 0) and self.model.dropout_on:
-            seed = self.t.seed * 1_000_003 + epoch * 100_003 + pos
-            rng = random.Random(f"{seed} reverse" if reverse else seed)
+            seed = self.cfg.train.seed * 1_000_003 + epoch * 100_003 + pos
+            rng = random.Random(f"{seed} {stream}" if stream else seed)
             examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
         return examples
 
-    def train_step(self, examples: list, reverse: Optional[list] = None) -> Optional[Step]:
+    def train_step(self, examples: list) -> Optional[Step]:
         """One update on a global batch (this rank's share of it): forward, backward, clipping,
-        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient).
-        With train.agreement, `reverse` holds the same pairs target→source (default: `examples`
-        reversed, right where there is no word dropout)."""
+        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
         n_tok = target_tokens(examples)  # the global batch's, before sharding
         mine, real = distributed.shard(examples, self.ctx)
         batch = collate(mine).to(self.device)
+        with self.autocast:
+            loss = batch_loss(self.net, batch, self.cfg.train.label_smoothing)
         # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
-        share = self.ctx.world * real
-        back = delta = None
-        if self.reverse_model is None:
-            with self.autocast:
-                loss = batch_loss(self.net, batch, self.t.label_smoothing)
-            objective = loss * share / n_tok
-        else:
-            reverse = reverse_examples(examples) if reverse is None else reverse
-            n_back = target_tokens(reverse)
-            reverse_batch = collate(distributed.shard(reverse, self.ctx)[0]).to(self.device)
-            with self.autocast:
-                loss, back, delta = pair_loss(self.net, batch, reverse_batch, self.t.label_smoothing,
-                                              self.t.agreement_loss)
-            objective = (loss + self.t.agreement * delta) * share / n_tok + back * share / n_back
+        grad_norm = self.update(loss * (self.ctx.world * real) / n_tok, loss, n_tok)
+        return None if grad_norm is None else Step(loss.detach() * real, n_tok, grad_norm)
+
+    def update(self, objective: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
+        """Backward from `objective`, clipping and the optimizer step, counted in the state; the
+        gradient norm before clipping, or None when the update is skipped."""
+        t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(objective).backward()
         self.scaler.unscale_(self.optimizer)
-        clip = self.t.clip_norm if self.t.clip_norm else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), t.clip_norm or float("inf"))
         if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
             self.scaler.step(self.optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
             self.scaler.update()
@@ -670,12 +710,8 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.state.step += 1
-        self.state.tokens += n_tok
-        step = Step(loss.detach() * real, n_tok, grad_norm)
-        if back is not None and delta is not None:
-            step.reverse_loss, step.reverse_tokens = back.detach() * real, n_back
-            step.disagreement = delta.detach() * real
-        return step
+        self.state.tokens += tokens
+        return grad_norm
 
     def finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
         """Whether an update may be taken; counts, logs and (after MAX_BAD_STEPS in a row) gives up
@@ -700,16 +736,13 @@ class Trainer:
     def log_window(self, window: Window, step: Step, bar=None) -> None:
         """One training log line: mean loss (over every rank), tokens/s since the last one."""
         elapsed = max(time.time() - window.t0, 1e-9)
-        summed = [float(window.loss), float(window.reverse_loss), float(window.disagreement)]
-        sums = distributed.all_sum(summed, self.ctx, self.device)
+        sums = distributed.all_sum(window.sums(), self.ctx, self.device)
         mean = sums[0] / max(window.tokens, 1)
         rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
                "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
                "grad_norm": float(step.grad_norm), "lr": self.state.lr,
                "precision": self.precision}  # what train.precision (auto included) resolved to
-        if self.reverse_model is not None:  # per target token, like the loss
-            rec.update(reverse_loss=sums[1] / max(window.reverse_tokens, 1),
-                       disagreement=sums[2] / max(window.tokens, 1))
+        rec.update(window.extra_means(sums))
         self.metrics.write(rec)
         if bar is not None:
             bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
@@ -717,7 +750,7 @@ class Trainer:
 
     def after_step(self, last_of_epoch: bool) -> Optional[str]:
         """Mid-epoch validation, the step and time limits and timed saves; the reason to stop, if any."""
-        t, state = self.t, self.state
+        t, state = self.cfg.train, self.state
         if t.valid_every and state.step % t.valid_every == 0 and not last_of_epoch:
             self.checkpoint("valid")
             stop = state.stop_reason(t)
@@ -754,71 +787,35 @@ class Trainer:
         learning rate) on every rank; for each of `self.models`, whether it improved."""
         improved = [self.valid is None] * len(self.models)
         if self.ctx.main and self.valid is not None:
-            with_bleu = self.t.valid_metric == "bleu"
-            record.update(validation_scores(self.translator, self.valid, self.cfg, with_bleu))
-            if self.reverse_model is not None and self.reverse_valid is not None:
-                back = evaluate_loss(self.reverse_model, self.reverse_valid, self.device)
-                record["reverse_valid_loss"] = back
-                self.reverse_model.train()
-            improved = [self.state.after_validation(record, self.t)]
-            if self.reverse_model is not None:
-                improved.append(self.state.reverse_improved())
-        improved, decided = distributed.broadcast((improved, self.state.decided()), self.ctx)
-        for key, value in decided.items():
+            record.update(self.validation_scores(self.valid))
+            improved = self.state.judge(record, self.cfg.train)
+        improved, outcome = distributed.broadcast((improved, self.state.validation_outcome()), self.ctx)
+        for key, value in outcome.items():
             setattr(self.state, key, value)
         for group in self.optimizer.param_groups:
             group["lr"] = self.state.lr
         return improved
 
+    def validation_scores(self, valid: Validation) -> dict:
+        """Rank 0's validation scores (module-level `validation_scores`)."""
+        with_bleu = self.cfg.train.valid_metric == "bleu"
+        return validation_scores(self.translator, valid, self.cfg, with_bleu)
+
     def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
         """The log record; the best weights (of each model of `self.models` whose flag in `improved`
         is set), the last weights and the resumable state; with train.keep_last, a snapshot in
         checkpoints/ (the oldest pruned)."""
-        t, state = self.t, self.state
+        t, state = self.cfg.train, self.state
         best = state.best  # kept as "higher is better": a loss is stored negated
         if best is not None and t.valid_metric == "loss":
             best = -best
         record.update(kind=tag, lr=state.lr, best=best)
         self.metrics.write(record)
-        meta = {"step": str(state.step)}
-        # with train.agreement the reverse model's weights go to <model_dir>/reverse at the same
-        # moments (its best: when its own validation loss improves); the state holds both
-        dirs = (self.model_dir, self.model_dir / REVERSE)
-        for model, model_dir, better in zip(self.models, dirs, improved):
-            if better:
-                save_weights(model_dir / "model.safetensors", model, meta)
-            save_weights(model_dir / "last.safetensors", model, meta)
-            if t.keep_last:
-                snaps = model_dir / "checkpoints"
-                save_weights(snaps / f"step-{state.step:08d}.safetensors", model, meta)
-                for old in sorted(snaps.glob("step-*.safetensors"))[: -t.keep_last]:
-                    old.unlink()
+        for model, model_dir, better in zip(self.models, self.model_dirs, improved):
+            _save_model_files(model, model_dir, better, state.step, t.keep_last)
         save_train_state(self.model_dir, self.trained, self.optimizer, asdict(state))
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state.step, tag, shown)
-
-
-class Window:
-    """Loss and tokens since the last training log line (the loss summed on the device)."""
-
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.loss: torch.Tensor | float = 0.0
-        self.tokens = 0
-        self.reverse_loss: torch.Tensor | float = 0.0  # train.agreement only, like the two below
-        self.reverse_tokens = 0
-        self.disagreement: torch.Tensor | float = 0.0
-        self.t0 = time.time()
-
-    def add(self, step: Step) -> None:
-        self.loss = self.loss + step.loss
-        self.tokens += step.tokens
-        if step.reverse_loss is not None and step.disagreement is not None:
-            self.reverse_loss = self.reverse_loss + step.reverse_loss
-            self.reverse_tokens += step.reverse_tokens
-            self.disagreement = self.disagreement + step.disagreement
 
 
 def _bar(**kw):
@@ -828,10 +825,15 @@ def _bar(**kw):
 
 
 def train(cfg: Config, resume: bool = False) -> Path:
-    """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path.
+    """Train one model per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`;
+    returns its path. `rnnsearch.train` is this, or for a config with train.agreement the joint
+    training of two models (AgreementTrainer, engine/agreement.py), which this refuses.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).
     SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
     `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
     """
+    if run_config(cfg, resume).train.agreement:
+        raise ConfigError("train.agreement: trains a pair of models, which rnnsearch.train runs (with "
+                          "engine/agreement.py's AgreementTrainer); engine.train.train trains one")
     return Trainer(cfg, resume).run()

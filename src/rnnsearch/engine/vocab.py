@@ -13,19 +13,11 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
 
 from rnnsearch.io import DataError, atomic_write, atomic_write_text, read_lines
 from rnnsearch.nn.model import BOS, EOS, PAD, UNK  # noqa: F401  (reserved ids, re-exported)
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
-
-
-class Tokenizer(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-    def decode(self, ids: Iterable[int]) -> str: ...
-    def pieces(self, ids: Iterable[int]) -> list[str]: ...
-    def __len__(self) -> int: ...
 
 
 class WordVocab:

@@ -83,7 +83,10 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, *, beam: int =
 
 
 def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attention: bool = True):
-    """Beam search with K = 1: the argmax word at every step."""
+    """Beam search with K = 1: the argmax word at every step. Nothing in the package calls it
+    (every decoder goes through `beam_search`, where beam=1 is greedy); it stays as the name the
+    tests hold to the definition: tests/test_search.py checks it against a plain step-by-step
+    argmax loop over `model.step`, and that a wider beam never finds a less probable translation."""
     return [h[0] for h in beam_search(model, src, src_mask, beam=1, alpha=0.0,
                                       max_len_ratio=max_len_ratio, with_attention=with_attention)]
 

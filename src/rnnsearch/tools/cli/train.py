@@ -27,7 +27,7 @@ def add_train(sub) -> None:
 
 
 def cmd_train(args) -> None:
-    from rnnsearch.engine.train import train
+    from rnnsearch import train
 
     if args.config is None and args.resume is None:
         raise ConfigError("train: give a CONFIG file, or --resume DIR")
