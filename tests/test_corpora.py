@@ -360,3 +360,140 @@ def test_readme_path_data_get_then_train_with_no_path_overrides(server, tmp_path
     assert main(["train", str(CONFIG)] + SMALL) == 0  # sizes shrunk for the test; every path as shipped
     done = tmp_path / "runs" / "multi30k_de_en" / "DONE"
     assert done.exists() and '"step": 3' in done.read_text()
+
+
+# -- WMT'14 En-Fr: the paper's selection (Schwenk) and the full statmt.org bitexts -------------------
+
+def _tar(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
+    """An archive holding `members` in the order given."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _served(name: str, server: Server, contents: dict[str, bytes], keep_unpinned: bool = False):
+    """`name` from the catalogue with each upstream file served by the test server as `contents`
+    (by the URL's last component) and pinned to it; `keep_unpinned` leaves unpinned files unpinned."""
+    corpus, remotes = CATALOGUE[name], []
+    for remote in corpus.files:
+        data = contents[remote.url.rsplit("/", 1)[-1]]
+        server.files[remote.path] = data
+        pinned = keep_unpinned and remote.sha256 is None
+        remotes.append(remote if pinned else Remote(remote.url, _sha(data), len(data)))
+    return {name: dataclasses.replace(corpus, files=tuple(remotes))}
+
+
+def _newstest_files() -> dict[str, bytes]:
+    files = {f"newstest{y}.{lang}": "".join(f"{lang} {y} {i}\n" for i in range(3)).encode()
+             for y in (2012, 2013) for lang in ("en", "fr")}
+    for kind, lang in (("src", "en"), ("ref", "fr")):
+        segs = "".join(f'<seg id="{i}"> {lang} 2014 {i} </seg>\n' for i in range(1, 3))
+        files[f"newstest2014-fren-{kind}.{lang}.sgm"] = f'<doc docid="d">\n{segs}</doc>\n'.encode()
+    return files
+
+
+PARTS = ("ep7_pc45", "nc9", "dev08_11", "crawl", "ccb2_pc30", "un2000_pc34")  # the order train.* follows
+
+
+def _schwenk_files(fr_lines: dict[str, int] | None = None) -> dict[str, bytes]:
+    """Tiny bitexts.tgz and dev+test.tgz laid out as Schwenk's: gzipped sides, members in an order
+    unlike PARTS (French first, parts reversed), one part without a final newline."""
+    members = {}
+    for k, part in enumerate(reversed(PARTS)):
+        for lang in ("fr", "en"):
+            n = (fr_lines or {}).get(part, k + 2) if lang == "fr" else k + 2
+            lines = [f"{part} {lang} {i}" for i in range(n)]
+            text = "\n".join(lines) + ("" if part == "crawl" else "\n")
+            prefix = "./" if part == "nc9" else ""
+            members[f"{prefix}bitexts.selected/{part}.{lang}.gz"] = gzip.compress(text.encode())
+    dev = {f"dev/{name}.{lang}": "".join(f"{name} {lang} {i}\n" for i in range(n)).encode()
+           for name, n in (("ntst1213", 4), ("ntst14", 2)) for lang in ("en", "fr")}
+    return {"bitexts.tgz": _tar(members), "dev+test.tgz": _tar(dev), **_newstest_files()}
+
+
+def test_wmt14_en_fr_is_schwenks_selection_in_one_folder(server, tmp_path):
+    cat = _served("wmt14-en-fr", server, _schwenk_files())
+    out = get("wmt14-en-fr-paper", tmp_path / "data", cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=cat)
+    assert out == tmp_path / "data" / "wmt14_en_fr"
+    for lang in ("en", "fr"):
+        want = [f"{part} {lang} {i}" for k, part in enumerate(reversed(PARTS)) for i in range(k + 2)]
+        want = sorted(want, key=lambda line: PARTS.index(line.split()[0]))  # parts in the paper's order
+        data = (out / f"train.{lang}.gz").read_bytes()
+        assert gzip.decompress(data).decode() == "\n".join(want) + "\n"  # crawl's missing newline added
+        assert data[4:8] == b"\0\0\0\0"  # no time stamp: the same bytes on every run
+        assert (out / f"dev.{lang}").read_text() == "".join(f"ntst1213 {lang} {i}\n" for i in range(4))
+        assert (out / f"test.{lang}").read_text() == "".join(f"ntst14 {lang} {i}\n" for i in range(2))
+        assert (out / f"newstest2013.{lang}").read_text() == "".join(f"{lang} 2013 {i}\n" for i in range(3))
+        assert (out / f"newstest2014.{lang}").read_text() == f"{lang} 2014 1\n{lang} 2014 2\n"
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no scratch or temporary files
+    assert "bitexts.tgz" in (out / "SOURCE.md").read_text()
+
+
+def test_wmt14_en_fr_sides_that_do_not_align_name_the_part(server, tmp_path):
+    cat = _served("wmt14-en-fr", server, _schwenk_files(fr_lines={"nc9": 2}))  # nc9 has 6 English lines
+    with pytest.raises(corpora.DataError, match=r"^bitexts.tgz: bitexts.selected/nc9.fr.gz: 2 lines, but "
+                                                r"bitexts.selected/nc9.en.gz has 6; .* line-aligned$"):
+        get("wmt14-en-fr", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False, catalogue=cat)
+    assert not (tmp_path / "wmt14_en_fr").exists() and not list(tmp_path.glob(".*partial"))
+
+
+def test_wmt14_en_fr_archive_without_a_part_is_named(server, tmp_path):
+    files = _schwenk_files()
+    files["bitexts.tgz"] = _tar({"bitexts.selected/nc9.en.gz": gzip.compress(b"a\n")})
+    with pytest.raises(corpora.DataError, match=r"bitexts.tgz: not the expected archive \(it has no "
+                                                r"bitexts.selected/ep7_pc45.en.gz, .*crawl.fr.gz"):
+        get("wmt14-en-fr", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+            catalogue=_served("wmt14-en-fr", server, files))
+    files["bitexts.tgz"] = b"not an archive at all"
+    with pytest.raises(corpora.DataError, match=r"bitexts.tgz: not the expected archive \("):
+        get("wmt14-en-fr", tmp_path, cache=tmp_path / "c2", mirror=server.url, progress=False,
+            catalogue=_served("wmt14-en-fr", server, files))
+
+
+def test_wmt14_en_fr_is_not_pinned_and_says_so(server, tmp_path, capsys):
+    corpus = CATALOGUE["wmt14-en-fr"]
+    unpinned = [r.url for r in corpus.files if r.sha256 is None]
+    assert unpinned == ["http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/data/bitexts.tgz",
+                        "http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/data/dev+test.tgz"]
+    with pytest.raises(corpora.DataError, match=r"^wmt14-en-fr: no SHA-256 is pinned for http://www-lium\..*"
+                                                r"bitexts.tgz, .*dev\+test.tgz, .*pass --allow-unpinned"):
+        get("wmt14-en-fr", tmp_path, mirror=server.url, catalogue=CATALOGUE)
+    assert main(["data", "get", "wmt14-en-fr", "--dir", str(tmp_path), "--mirror", server.url]) == 2
+    assert "--allow-unpinned" in capsys.readouterr().err
+    assert server.requests == [] and not any(tmp_path.iterdir())
+    # with consent the unpinned archives are fetched (the pinned newstest files still verified)
+    cat = _served("wmt14-en-fr", server, _schwenk_files(), keep_unpinned=True)
+    out = get("wmt14-en-fr", tmp_path, cache=tmp_path / "c", mirror=server.url, allow_unpinned=True,
+              progress=False, catalogue=cat)
+    assert "SHA-256 not pinned" in (out / "SOURCE.md").read_text()
+    hint = corpora.fetch_hint("data/wmt14_en_fr/train.en.gz")
+    assert hint == "rnnsearch data get wmt14-en-fr --allow-unpinned"
+    assert corpora.fetch_hint("data/multi30k/train.de.gz") == "rnnsearch data get multi30k"
+
+
+def test_wmt14_en_fr_full_concatenates_the_statmt_bitexts(server, tmp_path):
+    def sides(stem: str, gz: bool = False) -> dict[str, bytes]:
+        name = stem.rsplit("/", 1)[-1]
+        return {f"{stem}.{lang}" + (".gz" if gz else ""):
+                (gzip.compress if gz else bytes)(f"{name} {lang}\n".encode()) for lang in ("en", "fr")}
+
+    files = {"training-parallel-europarl-v7.tgz": _tar(sides("training/europarl-v7.fr-en")),
+             "training-parallel-commoncrawl.tgz": _tar(sides("commoncrawl.fr-en")),
+             "training-parallel-un.tgz": _tar(sides("un/undoc.2000.fr-en")),
+             "training-parallel-nc-v9.tgz": _tar(sides("training/news-commentary-v9.fr-en")),
+             "training-giga-fren.tar": _tar(sides("giga-fren.release2.fixed", gz=True), mode="w"),
+             **_newstest_files()}
+    out = get("wmt14-en-fr-full", tmp_path, cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=_served("wmt14-en-fr-full", server, files))
+    stems = ["europarl-v7.fr-en", "commoncrawl.fr-en", "undoc.2000.fr-en", "news-commentary-v9.fr-en",
+             "giga-fren.release2.fixed"]
+    for lang in ("en", "fr"):
+        assert gzip.open(out / f"train.{lang}.gz").read().decode() == "".join(f"{s} {lang}\n" for s in stems)
+        assert (out / f"dev.{lang}").read_text() == "".join(f"{lang} {y} {i}\n" for y in (2012, 2013)
+                                                            for i in range(3))
+        assert (out / f"newstest2014.{lang}").exists()

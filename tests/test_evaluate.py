@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import TOY
@@ -82,3 +83,84 @@ def test_plot_attention_command(reverse_model, tmp_path):
     res = run_cli("plot-attention", "--model", str(reverse_model), "--input", str(tmp_path / "in"),
                   "--out", str(tmp_path / "x.png"), "--lines", "9")
     assert res.returncode == 2 and "--lines 9 is outside 1..3" in res.stderr
+
+
+# -- evaluate --no-unk: the paper's Table 1 "No UNK" column ----------------------------------------
+
+SRC = ["the cat sat on the mat",  # every word known on both sides
+       "the dog sat on the mat",  # "dog" is not in the source vocabulary
+       "The cat sat on a mat",  # "The" is known only to a model that lower-cases
+       "a cat sat on the mat"]  # its reference has "paillasson", not in the target vocabulary
+REF = ["le chat était assis sur le tapis", "le chien était assis sur le tapis",
+       "le chat était assis sur un tapis", "un chat était assis sur le paillasson"]
+
+
+def word_model(tmp_path: Path, lowercase: bool = False) -> Path:
+    """A random tiny model with hand-made word vocabularies (no training: its translations are
+    noise, which is all a scoring test needs)."""
+    import torch
+
+    from rnnsearch.config import config_from_dict
+    from rnnsearch.engine.checkpoint import save_weights
+    from rnnsearch.engine.vocab import WordVocab, save_tokenizers
+    from rnnsearch.nn.model import build_model
+
+    cfg = config_from_dict({"preset": "tiny", "data": {"lowercase": lowercase}, "vocab": {"kind": "word"},
+                            "model": {"emb": 8, "hidden": 8, "align": 8, "maxout": 4}})
+    model_dir = tmp_path / ("lower" if lowercase else "cased")
+    model_dir.mkdir()
+    src = WordVocab("the cat sat on a mat".split())
+    tgt = WordVocab("le chat était assis sur un tapis".split())
+    save_tokenizers(model_dir, cfg.vocab, src, tgt)
+    torch.manual_seed(0)
+    save_weights(model_dir / "model.safetensors", build_model(cfg.model, len(src), len(tgt)))
+    cfg.save(model_dir / "config.json")
+    return model_dir
+
+
+def test_no_unk_scores_only_sentences_without_unknown_words(tmp_path, capsys):
+    from rnnsearch.tools.cli import main
+
+    for name, lines in (("src", SRC), ("ref", REF), ("hyp", [REF[0], "x y z", REF[2], "x y z"])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    files = ["--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"), "--beam", "2"]
+    hyp = ["--hyp", str(tmp_path / "hyp")]
+    # the hypothesis file is right exactly on the sentences without unknown words: 100 on those alone
+    for lowercase, kept in ((False, [0]), (True, [0, 2])):
+        model = word_model(tmp_path, lowercase)
+        assert main(["evaluate", "--model", str(model), *hyp, *files, "--no-unk"]) == 0
+        out = capsys.readouterr()
+        systems = json.loads(out.out)["systems"]
+        assert f"--no-unk: {len(kept)} of 4 sentences have no unknown word" in out.err
+        for entry in systems:
+            assert entry["no_unk"] is True and entry["sentences_total"] == 4
+            assert entry["sentences"] == len(kept)
+            assert "bleu_no_unk" not in entry
+        assert systems[1]["bleu"] == 100.0 and systems[1]["chrf"] == 100.0
+    # the model's own BLEU is computed on those sentences' translations only
+    assert main(["evaluate", "--model", str(model), *files, "--no-unk", "--output", str(tmp_path / "out")]) \
+        == 0
+    entry = json.loads(capsys.readouterr().out)
+    hyps = (tmp_path / "out").read_text().splitlines()
+    assert len(hyps) == 4  # every sentence is translated; two are scored
+    assert entry["bleu"] == score_corpus([hyps[0], hyps[2]], [REF[0], REF[2]])["bleu"]
+    assert entry["chrf"] == score_corpus([hyps[0], hyps[2]], [REF[0], REF[2]])["chrf"]
+    # without --no-unk: every sentence scored, the No-UNK figures beside (a word vocabulary)
+    assert main(["evaluate", "--model", str(model), *hyp, *files]) == 0
+    systems = json.loads(capsys.readouterr().out)["systems"]
+    assert systems[1]["sentences"] == 4 and systems[1]["bleu"] < 100 and "no_unk" not in systems[1]
+    assert systems[0]["sentences_no_unk"] == 2
+    assert main(["evaluate", *hyp, *files, "--no-unk"]) == 2
+    assert "--no-unk needs a --model" in capsys.readouterr().err
+
+
+def test_no_unk_subset_with_sentencepiece_pieces():
+    from rnnsearch.engine.evaluate import no_unk_subset
+    from rnnsearch.engine.vocab import SentencePiece
+
+    texts = ["the cat sat on the mat", "a dog ate the bone", "le chat est assis"] * 30
+    sp = SentencePiece.build(texts, 40)
+    sources, refs = ["the cat", "the zebra", "the mat"], ["le chat", "le chat", "le ж"]
+    assert no_unk_subset(sources, refs, sp.encode, sp.encode) == [0]  # z, b: no piece; ж neither
+    with_bytes = SentencePiece.build(texts, 300, byte_fallback=True)  # unknown characters become bytes
+    assert no_unk_subset(sources, refs, with_bytes.encode, with_bytes.encode) == [0, 1, 2]

@@ -12,7 +12,8 @@ def add_data(sub) -> None:
                        "or split line-aligned files into train/valid/test")
     p.add_argument("action", choices=["get", "list", "split"])
     p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
-                   "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en")
+                   "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en, wmt14-en-fr (the paper's training "
+                   "data), wmt14-en-fr-full (see `rnnsearch data list`)")
     p.add_argument("--dir", default="data", help="where the corpus folder is written (default ./data)")
     p.add_argument("--cache", help="download cache (default $RNNSEARCH_CACHE or ~/.cache/rnnsearch)")
     p.add_argument("--mirror", help="fetch the same paths from this base URL (or set $RNNSEARCH_MIRROR)")

@@ -75,6 +75,10 @@ def add_evaluate(sub) -> None:
     p.add_argument("--by-length", action="store_true",
                    help="BLEU per source-length bucket (paper Figure 2)")
     p.add_argument("--buckets", default="10,20,30,40,50,60", help="bucket edges in source words")
+    p.add_argument("--no-unk", action="store_true",
+                   help="score only the sentences whose source and reference have no unknown word (paper "
+                   "Table 1, 'No UNK'): no word outside a word vocabulary, no <unk> piece of a sentencepiece "
+                   "model; the first --model's vocabulary picks them for every system")
     p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
     p.add_argument("--output", help="write the translations here (one --model)")
     p.add_argument("--device", default="auto")
@@ -84,22 +88,25 @@ def add_evaluate(sub) -> None:
     p.set_defaults(func=cmd_evaluate)
 
 
-def cmd_evaluate(args) -> None:
+def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dict, list[str]]], str | None,
+                                                                     list[int] | None]:
+    """Each --model's translations of `src` with its entry; the BLEU tokenizer; with --no-unk, the
+    positions of the sentences without an unknown word by the first model's vocabulary."""
     import time
 
-    from rnnsearch.engine.evaluate import bleu_by_length, no_unk_subset, score_corpus
+    from rnnsearch.engine.evaluate import no_unk_subset, score_corpus
     from rnnsearch.engine.translate import load
-    from rnnsearch.tools.plotting import write_by_length
 
-    src, ref = read_aligned(args.src, args.ref)
-    if not args.model and not args.hyp:
-        raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
-    labels = list(args.label or [])
     systems = []
     tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
+    keep = None
     for model_dir in args.model or []:
         model = load(model_dir, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
         tokenize = tokenize or model.cfg.data.bleu_tokenize
+        if args.no_unk and keep is None:
+            keep = no_unk_subset(src, ref, model.source_ids, model.target_ids)
+            log.info("--no-unk: %s of %s sentences have no unknown word in source or reference (by the "
+                     "vocabulary of %s)", f"{len(keep):,}", f"{len(src):,}", model_dir)
         start = time.time()
         translations = model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False,
                                        precision=args.precision)
@@ -109,11 +116,25 @@ def cmd_evaluate(args) -> None:
                  "precision": model.resolve_precision(args.precision), "quantize": args.quantize,
                  "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
-        if model.cfg.vocab.kind == "word":
-            keep = no_unk_subset(src, ref, model.src_tok, model.tgt_tok)
-            sub = score_corpus([hyp[i] for i in keep], [ref[i] for i in keep], tokenize)
-            entry.update(bleu_no_unk=sub["bleu"], sentences_no_unk=len(keep))
+        if model.cfg.vocab.kind == "word" and not args.no_unk:  # the No-UNK score beside the full one
+            own = no_unk_subset(src, ref, model.source_ids, model.target_ids)
+            sub = score_corpus([hyp[i] for i in own], [ref[i] for i in own], tokenize)
+            entry.update(bleu_no_unk=sub["bleu"], sentences_no_unk=len(own))
         systems.append((entry, hyp))
+    return systems, tokenize, keep
+
+
+def cmd_evaluate(args) -> None:
+    from rnnsearch.engine.evaluate import bleu_by_length, score_corpus
+    from rnnsearch.tools.plotting import write_by_length
+
+    src, ref = read_aligned(args.src, args.ref)
+    if not args.model and not args.hyp:
+        raise DataError("evaluate: give --model DIR or --hyp FILE (either may repeat)")
+    if args.no_unk and not args.model:
+        raise DataError("evaluate: --no-unk needs a --model: its vocabulary decides which words are unknown")
+    labels = list(args.label or [])
+    systems, tokenize, keep = _model_systems(args, src, ref)
     for hyp_path in args.hyp or []:
         hyp = read_lines(hyp_path)
         check_aligned((hyp_path, hyp), (args.ref, ref))
@@ -122,10 +143,13 @@ def cmd_evaluate(args) -> None:
     for k, (entry, hyp) in enumerate(systems):
         if k < len(labels):
             entry["label"] = labels[k]
-        entry.update(score_corpus(hyp, ref, tokenize), sentences=len(src))
+        s, h, r = (src, hyp, ref) if keep is None else ([x[i] for i in keep] for x in (src, hyp, ref))
+        entry.update(score_corpus(h, r, tokenize), sentences=len(s))
+        if keep is not None:
+            entry.update(no_unk=True, sentences_total=len(src))
         if args.by_length:
             edges = [int(x) for x in args.buckets.split(",")]
-            entry["by_length"] = bleu_by_length(src, hyp, ref, edges, tokenize)
+            entry["by_length"] = bleu_by_length(s, h, r, edges, tokenize)
         results.append(entry)
     if args.output:
         if len(systems) != 1:
