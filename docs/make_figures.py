@@ -3,7 +3,8 @@
     python docs/make_figures.py --demo rnnsearch-demo/model --tatoeba runs/tatoeba_en_zh
 
 needs the two trained models (`rnnsearch demo`; the Tatoeba commands of the guide's stop 10) and
-writes docs/figures/guide/. Every command below appears in docs/guide.md with the default paths
+writes docs/figures/guide/, and the structure figure to docs/figures/structure.png (one copy, which
+docs/guide.md and docs/alignment.md both show). Every command below appears in docs/guide.md with the default paths
 (tests/test_docs.py checks that, and runs this script on tiny models), so what the guide tells a
 reader to type is what made its figures. The experiment plots the guide shows are made by
 `rnnsearch experiment ...` and live in docs/experiments/.
@@ -40,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--demo", default=GUIDE_PATHS["demo"], help="model directory written by `rnnsearch demo`")
     ap.add_argument("--tatoeba", default=GUIDE_PATHS["tatoeba"], help="the Tatoeba English->Chinese model")
-    ap.add_argument("--out", default=str(HERE / "figures" / "guide"), help="where the figures go")
+    ap.add_argument("--out", default=str(HERE / "figures" / "guide"), help="where the guide's figures go")
+    ap.add_argument("--structure-out", metavar="DIR",
+                    help="where structure.png goes (default: the folder above --out, docs/figures/)")
     ap.add_argument("--structure-epochs", type=int, metavar="N",
                     help="train the structure figure's model N epochs, not the command's own 12 "
                          "(a quick run of the whole script, as the tests do; not for the guide)")
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    structure_out = Path(args.structure_out) if args.structure_out else out.parent
+    structure_out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         paths = {"demo": args.demo, "tatoeba": args.tatoeba, "inputs": str(HERE / "figures" / "guide"),
                  "out": str(out), "scratch": scratch}
@@ -63,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             if done.returncode:
                 print(f"make_figures: `{template}` failed", file=sys.stderr)
                 return done.returncode
-        shutil.copy(Path(scratch) / "structure.png", out / "structure.png")
-    print(f"figures in {out}")
+        shutil.copy(Path(scratch) / "structure.png", structure_out / "structure.png")
+    print(f"figures in {out}, structure.png in {structure_out}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Seed 000's notebook experiment: uniform untrained attention, measured access maps."""
+"""The structure figure: uniform untrained attention, measured access maps."""
 
 import pytest
 import torch

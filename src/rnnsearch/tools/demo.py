@@ -1,4 +1,4 @@
-"""``rnnsearch demo``: seed 004's English→Chinese example, trained in minutes on a CPU.
+"""``rnnsearch demo``: *I ate an apple yesterday* in Chinese, learned in minutes on a CPU.
 
 Generates the built-in corpus (with gold alignments), trains RNNsearch on it, and
 reports test BLEU, how well attention aligns (AER and the share of content words whose

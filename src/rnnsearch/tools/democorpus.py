@@ -1,4 +1,4 @@
-"""The built-in English→Chinese corpus of seed 004, with gold word alignments.
+"""The built-in English→Chinese corpus grown from *I ate an apple yesterday*, with gold alignments.
 
 English clauses read ``S V O [PLACE] [TIME]``; Chinese ones ``S [TIME] [PLACE] V 了 O``,
 so the time phrase ("yesterday") moves to the middle and the alignment's diagonal
@@ -303,7 +303,8 @@ def generate(n: int, seed: int = 0, min_clauses: int = 1, max_clauses: int = 2,
 
 
 def example_pairs() -> list[Pair]:
-    """The two sentences seed 004 and the Demo issue spell out."""
+    """The demo's two example sentences: *i ate an apple yesterday* and *she read two new books
+    in the library last week*."""
     i = next(s for s in SUBJECTS if s[0] == ["i"])
     she = next(s for s in SUBJECTS if s[0] == ["she"])
     noun = {n[0]: n for n in NOUNS}

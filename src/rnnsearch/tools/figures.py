@@ -1,4 +1,4 @@
-"""``rnnsearch figure structure``: seed 000's notebook experiment, done with the real models.
+"""``rnnsearch figure structure``: the untrained-attention experiment, done with the real models.
 
 1. An untrained bidirectional tanh-RNN encoder (16 units a direction, so 7 x 32
    annotations) reads [1..7] from a 20-word vocabulary; an untrained decoder takes 7

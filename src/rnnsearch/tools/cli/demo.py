@@ -33,7 +33,7 @@ def cmd_demo(args) -> None:
 
 def add_figure(sub) -> None:
     p = sub.add_parser("figure",
-                       help="seed 000's notebook experiment: untrained/trained attention, access maps")
+                       help="the structure figure: untrained/trained attention, access maps")
     p.add_argument("name", choices=["structure"])
     p.add_argument("--out", default="figures")
     p.add_argument("--seed", type=int, default=0)
