@@ -33,7 +33,8 @@ API = [
         ("rnnsearch.config.load_config", "load_config"),
         ("rnnsearch.config.config_from_dict", "config_from_dict"),
         ("rnnsearch.config.Config", "Config"),
-        ("rnnsearch.engine.train.train", "train"),
+        ("rnnsearch.train", "train"),
+        ("rnnsearch.engine.prepared.prepare_or_load", "prepare_or_load"),
     ]),
     ("The models (paper Appendix A)", [
         ("rnnsearch.nn.model.build_model", "build_model"),

@@ -64,11 +64,28 @@ def test_two_ranks_match_one_process_and_each_other(tmp_path, agreement):
             assert train[1] == pytest.approx(train[0], rel=1e-4), key
     ranks = next(r for r in records if r.get("kind") == "ranks")
     assert ranks["world"] == 2 and ranks["identical"], ranks
+    assert len(list((tmp_path / "ddp" / "prepared").glob("train-*"))) == 1  # rank 0's, mapped by both
     for sub in ("", "reverse/") if agreement else ("",):
         a = load_file(str(tmp_path / "single" / sub / "last.safetensors"))
         b = load_file(str(tmp_path / "ddp" / sub / "last.safetensors"))
         for k in a:
             assert torch.allclose(a[k], b[k], atol=1e-5), sub + k
+
+
+def test_bad_data_stops_every_rank_with_one_message(tmp_path):
+    cfg = write_config(tmp_path, max_steps=4)
+    bad = tmp_path / "data" / "train.src"  # the toy corpus's source file, broken 300 lines in
+    lines = bad.read_bytes().split(b"\n")
+    lines[299] += b" \xff"
+    bad.write_bytes(b"\n".join(lines))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "rnnsearch", "train", str(cfg), "--model-dir", str(tmp_path / "ddp")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode != 0
+    message = f"rnnsearch: error: {bad}:300: invalid UTF-8 (byte 0xff)"
+    assert res.stderr.count(message) == 2, res.stderr[-3000:]  # each rank says it, none waits
+    assert not (tmp_path / "ddp").exists()
 
 
 def test_resume_with_a_different_number_of_ranks(tmp_path):

@@ -55,6 +55,7 @@ def test_sigkill_and_resume_reach_the_same_weights(tmp_path):
     assert proc.wait(timeout=300) == 0, proc.stderr.read()[-2000:]
 
     assert not list(killed.glob(".*.tmp"))  # nothing half-written left behind
+    assert len(list((killed / "prepared").glob("train-*"))) == 1  # memory-mapped pairs, prepared once
     # the steps trained again after each kill are logged once: the log reads as the reference's
     steps = [[(r["step"], r["kind"]) for r in logged(d)] for d in (tmp_path / "ref", killed)]
     assert steps[1] == steps[0]

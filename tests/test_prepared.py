@@ -15,11 +15,10 @@ import pytest
 
 from rnnsearch.engine import data as data_module
 from rnnsearch.engine import prepared
-from rnnsearch.engine.data import ParallelData, normalize, read_parallel
+from rnnsearch.engine.data import ParallelData, make_batches_from_lengths, normalize, read_parallel
 from rnnsearch.engine.prepared import (
     ParallelFiles,
     PreparedData,
-    make_batches_from_lengths,
     open_prepared,
     prepare_or_load,
     prepare_split,
@@ -448,12 +447,27 @@ def test_batches_are_deterministic_in_seed_and_epoch(scheme, by):
     assert make(3, 1) != make(3, 2) and make(3, 1) != make(4, 1)
 
 
-def test_token_batches_cut_as_make_batches_cuts():
+def reference_cut(order: list[int], padded: list[int], size: int) -> list[list[int]]:
+    """Token batches the plain way, one pair at a time: close a batch when the next pair would
+    take its longest padded target times its sentences over the budget."""
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
+    for i in order:
+        if cur and max(longest, padded[i]) * (len(cur) + 1) > size:
+            batches.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, padded[i])
+    return batches + [cur] if cur else batches
+
+
+def test_token_batches_cut_as_one_pair_at_a_time():
     src, tgt = lengths(500)
     order = np.random.default_rng(0).permutation(500)
     for size in (1, 60, 300, 1000):
-        expected = data_module._cut(order.tolist(), (tgt + 1).tolist(), size, True)
-        assert [b.tolist() for b in prepared._cut(order, tgt + 1, size, True)] == expected
+        expected = reference_cut(order.tolist(), (tgt + 1).tolist(), size)
+        assert [b.tolist() for b in data_module._cut(order, tgt + 1, size, True)] == expected
 
 
 def test_paper_batches_come_in_sorted_groups_of_sort_k():

@@ -56,6 +56,11 @@ class DataConfig:
     lowercase: bool = False  # lowercase both sides before the vocabulary is built
     valid_bleu_sentences: int = 1000  # cap on validation sentences decoded for BLEU
     bleu_tokenize: str = "13a"  # sacrebleu tokenizer for validation BLEU and `evaluate` (zh: Chinese)
+    # Training pairs are encoded once into memory-mapped arrays (engine/prepared.py) and read from
+    # disk, so memory stays flat in corpus size; false: encoded into memory on every start.
+    prepared: bool = True
+    prepared_dir: Optional[str] = None  # where prepared corpora are kept (default: <model_dir>/prepared)
+    prepare_workers: int = 0  # processes encoding a corpus (0: every core this process may run on)
 
 
 @dataclass
@@ -65,6 +70,7 @@ class VocabConfig:
     joint: bool = False  # one sentencepiece model / word list for both sides
     character_coverage: float = 1.0  # ~0.9995 for Chinese/Japanese
     byte_fallback: bool = False  # sentencepiece: unknown characters become bytes
+    sample_pairs: int = 2_000_000  # built from a seeded sample of this many pairs of a larger corpus (0: all)
 
 
 @dataclass
@@ -313,6 +319,8 @@ def _validate(cfg: Config, source: str) -> None:
     need(1 <= d.n_best <= d.beam, "decode.n_best", "must be in 1..beam")
     need(d.max_len_ratio > 0, "decode.max_len_ratio", "must be positive")
     need(cfg.data.max_len >= 1, "data.max_len", "must be >= 1")
+    need(cfg.data.prepare_workers >= 0, "data.prepare_workers", "must be >= 0 (0: every core)")
+    need(v.sample_pairs >= 0, "vocab.sample_pairs", "must be >= 0 (0: every pair)")
     from sacrebleu.metrics.bleu import BLEU
 
     need(cfg.data.bleu_tokenize in BLEU.TOKENIZERS, "data.bleu_tokenize",

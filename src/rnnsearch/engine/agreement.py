@@ -22,6 +22,7 @@ symmetrise both directions' attention. `rnnsearch.train` picks it when train.agr
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -224,9 +225,9 @@ class AgreementTrainer(Trainer):
     def new_window(self) -> Window:
         return AgreementWindow()
 
-    def train_batch(self, batch: list[int], epoch: int, pos: int) -> Optional[Step]:
+    def train_batch(self, batch: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
         """`train_step` on the batch and on the same pairs reversed, each with its own word dropout."""
-        reverse = reverse_examples([self.train_data.examples[i] for i in batch])
+        reverse = reverse_examples(self.train_data.examples_at(batch))
         return self.train_step(self.batch_examples(batch, epoch, pos),
                                self.word_dropout(reverse, epoch, pos, stream="reverse"))
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import random
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 
 from rnnsearch.engine.vocab import BOS, EOS, PAD, UNK
@@ -118,6 +120,21 @@ class ParallelData:
     def __len__(self) -> int:
         return len(self.examples)
 
+    def __getitem__(self, i: int) -> Example:
+        return self.examples[i]
+
+    def examples_at(self, positions: Iterable[int]) -> list[Example]:
+        """The pairs at these positions (a batch from make_batches), in that order."""
+        return [self.examples[i] for i in positions]
+
+    @cached_property
+    def src_lengths(self) -> np.ndarray:
+        return np.array([len(e.src) for e in self.examples], dtype=np.int32)
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.array([len(e.tgt) for e in self.examples], dtype=np.int32)
+
 
 @dataclass
 class Batch:
@@ -165,65 +182,88 @@ def collate(examples: list[Example]) -> Batch:
     return Batch(src, src != PAD, tgt_in, tgt_out, [e.index for e in examples])
 
 
-def _cut(order: list[int], lengths: list[int], size: int, by_tokens: bool) -> list[list[int]]:
-    """Cut an ordered list of example ids into batches of `size` sentences or padded tokens."""
-    batches: list[list[int]] = []
-    cur: list[int] = []
-    longest = 0
-    for i in order:
-        if by_tokens:
-            new_longest = max(longest, lengths[i])
-            if cur and new_longest * (len(cur) + 1) > size:
-                batches.append(cur)
-                cur, new_longest = [], lengths[i]
-            cur.append(i)
-            longest = new_longest
-        else:
-            cur.append(i)
-            if len(cur) == size:
-                batches.append(cur)
-                cur = []
-    if cur:
-        batches.append(cur)
-    return batches
-
-
 def target_tokens(examples: list[Example]) -> int:
     """The target tokens a batch of these examples predicts, </s> included (the non-PAD entries
     of its ``tgt_out``), counted on the CPU: no wait for a GPU."""
     return sum(len(e.tgt) + 1 for e in examples)
 
 
-def make_batches(data: ParallelData, batch_size: int, by: str = "sentences", scheme: str = "paper",
-                 sort_k: int = 20, seed: int = 0, epoch: int = 0) -> list[list[int]]:
-    """The batches of one epoch as lists of example positions; deterministic in (seed, epoch)."""
-    rng = random.Random(seed * 100_003 + epoch)
-    n = len(data)
-    # Sort key: target length first (it drives the decoder loop), then source length.
-    lengths = [len(e.tgt) + 1 for e in data.examples]
-    key = [(len(e.tgt), len(e.src)) for e in data.examples]
-    order = list(range(n))
-    rng.shuffle(order)
+def make_batches(data, batch_size: int, by: str = "sentences", scheme: str = "paper", sort_k: int = 20,
+                 seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+    """The batches of one epoch of `data` (ParallelData or PreparedData: anything with length
+    arrays) as arrays of example positions; deterministic in (seed, epoch)."""
+    return make_batches_from_lengths(data.src_lengths, data.tgt_lengths, batch_size, by, scheme, sort_k,
+                                     seed, epoch)
+
+
+def make_batches_from_lengths(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_size: int,
+                              by: str = "sentences", scheme: str = "paper", sort_k: int = 20, seed: int = 0,
+                              epoch: int = 0) -> list[np.ndarray]:
+    """The module docstring's schemes from length arrays: one epoch's
+    batches as arrays of positions, deterministic in (seed, epoch). Not make_batches' order (numpy
+    draws the shuffles), and no Python list of the corpus: 12M pairs take seconds.
+
+    `by="tokens"` makes batch_size a budget of padded target tokens, </s> included: a batch's
+    longest target + 1, times its sentences, stays within it (a single longer pair is a batch)."""
+    if by not in ("sentences", "tokens") or scheme not in ("paper", "bucket", "random"):
+        raise ValueError(f"unknown batching by={by!r} scheme={scheme!r}")
+    if batch_size < 1 or sort_k < 1:
+        raise ValueError(f"batch_size and sort_k must be at least 1, not {batch_size} and {sort_k}")
+    src, tgt = np.asarray(src_lengths), np.asarray(tgt_lengths)
+    if src.shape != tgt.shape:
+        raise ValueError(f"{len(src)} source lengths but {len(tgt)} target lengths")
+    rng = np.random.default_rng([seed % 2 ** 64, epoch % 2 ** 64])
+    order = rng.permutation(len(tgt))
+    padded = tgt.astype(np.int64) + 1  # a target predicts </s> too
     by_tokens = by == "tokens"
     if scheme == "random":
-        return _cut(order, lengths, batch_size, by_tokens)
+        return _cut(order, padded, batch_size, by_tokens)
+    key = _length_key(src, tgt)
     if scheme == "bucket":
-        order.sort(key=lambda i: key[i])
-        batches = _cut(order, lengths, batch_size, by_tokens)
-        rng.shuffle(batches)
-        return batches
-    # paper: chunks of sort_k batches' worth of pairs, each sorted and cut.
-    if by_tokens:
-        mean = max(1, sum(lengths) // n)
-        chunk = max(1, sort_k * batch_size // mean)
-    else:
-        chunk = sort_k * batch_size
-    batches = []
+        batches = _cut(order[np.argsort(key[order], kind="stable")], padded, batch_size, by_tokens)
+        return [batches[i] for i in rng.permutation(len(batches))]
+    return _paper_batches(order, key, padded, batch_size, by_tokens, sort_k, rng)
+
+
+def _length_key(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    """One integer a pair that sorts as (target length, source length): the target first, as it
+    drives the decoder loop. A stable sort on it keeps ties in their shuffled order."""
+    key = tgt.astype(np.int64) * (int(src.max(initial=0)) + 1) + src
+    return key.astype(np.uint16) if key.max(initial=0) < 1 << 16 else key  # numpy radix-sorts 16-bit keys
+
+
+def _paper_batches(order: np.ndarray, key: np.ndarray, padded: np.ndarray, size: int, by_tokens: bool,
+                   sort_k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Appendix B: chunks of sort_k batches' worth of the shuffled pairs, each sorted by length
+    and cut, the batches of a chunk shuffled among themselves."""
+    n = len(order)
+    chunk = sort_k * size
+    if by_tokens:  # sort_k batches' worth of pairs of the mean padded length
+        chunk = max(1, sort_k * size // max(1, int(padded.sum()) // max(1, n)))
+    batches: list[np.ndarray] = []
     for start in range(0, n, chunk):
-        part = sorted(order[start:start + chunk], key=lambda i: key[i])
-        group = _cut(part, lengths, batch_size, by_tokens)
-        rng.shuffle(group)
-        batches.extend(group)
+        part = order[start:start + chunk]
+        group = _cut(part[np.argsort(key[part], kind="stable")], padded, size, by_tokens)
+        batches.extend(group[i] for i in rng.permutation(len(group)))
+    return batches
+
+
+def _cut(order: np.ndarray, padded: np.ndarray, size: int, by_tokens: bool) -> list[np.ndarray]:
+    """Cut ordered positions into batches of `size` sentences or padded target tokens."""
+    if len(order) == 0:
+        return []
+    if not by_tokens:
+        return np.split(order, np.arange(size, len(order), size))
+    lengths = padded[order]
+    batches, start = [], 0
+    while start < len(order):
+        # a batch holds at most size // (its first length) pairs: look no further
+        window = lengths[start:start + max(1, size // int(lengths[start]))]
+        cost = np.maximum.accumulate(window) * np.arange(1, len(window) + 1)  # padded tokens of a prefix
+        over = np.flatnonzero(cost[1:] > size)
+        count = int(over[0]) + 1 if len(over) else len(window)
+        batches.append(order[start:start + count])
+        start += count
     return batches
 
 

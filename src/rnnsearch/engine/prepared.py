@@ -21,8 +21,8 @@ tokenizer bytes, max_len, lowercase, reverse_source, the format and cleaning ver
 changed corpus or setting never reuses stale arrays; it is built under a temporary name and
 renamed into place, so an interrupted build never looks complete.
 
-Encoding is ParallelData.encode's exactly (tests check it pair for pair);
-`make_batches_from_lengths` is data.make_batches' schemes on length arrays.
+Encoding is ParallelData.encode's exactly (tests check it pair for pair), and both kinds of data
+are batched by data.make_batches from their length arrays.
 """
 
 from __future__ import annotations
@@ -651,80 +651,6 @@ def open_prepared(path: str | Path, fingerprint: Optional[str] = None) -> Prepar
     if problem is not None:
         raise DataError(f"{path}: {problem}; delete it to prepare it again")
     return data
-
-
-# --------------------------------------------------------------------------- batching
-
-
-def make_batches_from_lengths(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_size: int,
-                              by: str = "sentences", scheme: str = "paper", sort_k: int = 20, seed: int = 0,
-                              epoch: int = 0) -> list[np.ndarray]:
-    """data.make_batches' schemes (see data.py's docstring) from length arrays: one epoch's
-    batches as arrays of positions, deterministic in (seed, epoch). Not make_batches' order (numpy
-    draws the shuffles), and no Python list of the corpus: 12M pairs take seconds.
-
-    `by="tokens"` makes batch_size a budget of padded target tokens, </s> included: a batch's
-    longest target + 1, times its sentences, stays within it (a single longer pair is a batch)."""
-    if by not in ("sentences", "tokens") or scheme not in ("paper", "bucket", "random"):
-        raise ValueError(f"unknown batching by={by!r} scheme={scheme!r}")
-    if batch_size < 1 or sort_k < 1:
-        raise ValueError(f"batch_size and sort_k must be at least 1, not {batch_size} and {sort_k}")
-    src, tgt = np.asarray(src_lengths), np.asarray(tgt_lengths)
-    if src.shape != tgt.shape:
-        raise ValueError(f"{len(src)} source lengths but {len(tgt)} target lengths")
-    rng = np.random.default_rng([seed % 2 ** 64, epoch % 2 ** 64])
-    order = rng.permutation(len(tgt))
-    padded = tgt.astype(np.int64) + 1  # a target predicts </s> too
-    by_tokens = by == "tokens"
-    if scheme == "random":
-        return _cut(order, padded, batch_size, by_tokens)
-    key = _length_key(src, tgt)
-    if scheme == "bucket":
-        batches = _cut(order[np.argsort(key[order], kind="stable")], padded, batch_size, by_tokens)
-        return [batches[i] for i in rng.permutation(len(batches))]
-    return _paper_batches(order, key, padded, batch_size, by_tokens, sort_k, rng)
-
-
-def _length_key(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
-    """One integer a pair that sorts as (target length, source length): the target first, as it
-    drives the decoder loop. A stable sort on it keeps ties in their shuffled order."""
-    key = tgt.astype(np.int64) * (int(src.max(initial=0)) + 1) + src
-    return key.astype(np.uint16) if key.max(initial=0) < 1 << 16 else key  # numpy radix-sorts 16-bit keys
-
-
-def _paper_batches(order: np.ndarray, key: np.ndarray, padded: np.ndarray, size: int, by_tokens: bool,
-                   sort_k: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Appendix B: chunks of sort_k batches' worth of the shuffled pairs, each sorted by length
-    and cut, the batches of a chunk shuffled among themselves."""
-    n = len(order)
-    chunk = sort_k * size
-    if by_tokens:  # sort_k batches' worth of pairs of the mean padded length
-        chunk = max(1, sort_k * size // max(1, int(padded.sum()) // max(1, n)))
-    batches: list[np.ndarray] = []
-    for start in range(0, n, chunk):
-        part = order[start:start + chunk]
-        group = _cut(part[np.argsort(key[part], kind="stable")], padded, size, by_tokens)
-        batches.extend(group[i] for i in rng.permutation(len(group)))
-    return batches
-
-
-def _cut(order: np.ndarray, padded: np.ndarray, size: int, by_tokens: bool) -> list[np.ndarray]:
-    """Cut ordered positions into batches of `size` sentences or padded target tokens."""
-    if len(order) == 0:
-        return []
-    if not by_tokens:
-        return np.split(order, np.arange(size, len(order), size))
-    lengths = padded[order]
-    batches, start = [], 0
-    while start < len(order):
-        # a batch holds at most size // (its first length) pairs: look no further
-        window = lengths[start:start + max(1, size // int(lengths[start]))]
-        cost = np.maximum.accumulate(window) * np.arange(1, len(window) + 1)  # padded tokens of a prefix
-        over = np.flatnonzero(cost[1:] > size)
-        count = int(over[0]) + 1 if len(over) else len(window)
-        batches.append(order[start:start + count])
-        start += count
-    return batches
 
 
 # --------------------------------------------------------------------------- vocabulary sample

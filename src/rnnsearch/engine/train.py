@@ -10,8 +10,10 @@ import math
 import random
 import shutil
 import signal
+import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -33,14 +35,20 @@ from rnnsearch.engine.data import (
     collate,
     drop_words,
     make_batches,
-    normalize,
     read_parallel,
     target_tokens,
 )
 from rnnsearch.engine.precision import choose, model_size
+from rnnsearch.engine.prepared import (
+    ParallelFiles,
+    PreparedData,
+    open_prepared,
+    prepare_or_load,
+    sample_pairs,
+)
 from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
-from rnnsearch.io import atomic_write_text
+from rnnsearch.io import DataError, MissingFileError, atomic_write_text
 from rnnsearch.nn.attention import at_least_fp32
 from rnnsearch.nn.model import RNNsearch, build_model
 
@@ -201,12 +209,18 @@ def _logged_step(line: str) -> float:
         return math.inf
 
 
-def _load_pairs(cfg: Config, split: str):
+def corpus_files(cfg: Config, split: str) -> Optional[ParallelFiles]:
+    """The files of data.{split}_src/_tgt or data.{split}_tsv; None when the config names none."""
     d = cfg.data
     src, tgt, tsv = getattr(d, f"{split}_src"), getattr(d, f"{split}_tgt"), getattr(d, f"{split}_tsv")
     if src is None and tsv is None:
         return None
-    return read_parallel(src, tgt, tsv)
+    return ParallelFiles(src, tgt, tsv)
+
+
+def _load_pairs(cfg: Config, split: str):
+    files = corpus_files(cfg, split)
+    return None if files is None else read_parallel(files.src, files.tgt, files.tsv)
 
 
 @torch.no_grad()
@@ -411,26 +425,95 @@ def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step:
             old.unlink()
 
 
-def _build_tokenizers(cfg: Config, train_src: list[str], train_tgt: list[str]) -> tuple:
-    log.info("building %s vocabularies (size %d)", cfg.vocab.kind, cfg.vocab.size)
-    # built from the text as the model will see it (control characters cleaned, case as configured)
-    src_norm = [normalize(x, cfg.data.lowercase) for x in train_src]
-    tgt_norm = [normalize(x, cfg.data.lowercase) for x in train_tgt]
+def _build_tokenizers(cfg: Config, files: ParallelFiles) -> tuple:
+    """Vocabularies from the text as the model will see it (control characters cleaned, case as
+    configured): every pair, or a seeded sample of vocab.sample_pairs of a larger corpus, read
+    streaming so that a corpus of millions of pairs is never held in memory."""
+    n = cfg.vocab.sample_pairs or sys.maxsize
+    src_norm, tgt_norm = sample_pairs(files, n, cfg.train.seed, cfg.data.lowercase)
+    log.info("building %s vocabularies (size %d) from %d pairs", cfg.vocab.kind, cfg.vocab.size,
+             len(src_norm))
     return build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
 
 
-def _encode(cfg: Config, src_tok, tgt_tok, train: tuple[list[str], list[str]],
-            valid: Optional[tuple[list[str], list[str]]]) -> tuple[ParallelData, Optional[Validation]]:
-    """The training pairs encoded, and the validation set (None without one)."""
+def vocabularies(cfg: Config, files: ParallelFiles) -> tuple:
+    """The (source, target) tokenizers of a fresh run: those `rnnsearch data prepare` saved in the
+    model directory for this very corpus and vocabulary setting, else built now."""
+    model_dir = Path(cfg.model_dir)
+    try:
+        saved = read_config(model_dir)
+        same = (saved.data, saved.vocab, saved.train.seed) == (cfg.data, cfg.vocab, cfg.train.seed)
+        tokenizers = load_tokenizers(model_dir, cfg.vocab) if same else None
+    except (CheckpointError, ConfigError, DataError):
+        tokenizers = None
+    if tokenizers is None:
+        return _build_tokenizers(cfg, files)
+    log.info("using the vocabularies already in %s (same corpus and vocab settings)", model_dir)
+    return tokenizers
+
+
+def prepare(cfg: Config) -> PreparedData:
+    """`rnnsearch data prepare`: what a fresh `rnnsearch train` of `cfg` does before its first
+    step, done ahead of time: the vocabularies, saved in the model directory (or those of the run
+    already there), and the training pairs prepared; the run then starts in seconds."""
+    files = corpus_files(cfg, "train")
+    if files is None:
+        raise ConfigError("config: data.train_src/train_tgt (or data.train_tsv) are required to prepare")
+    model_dir = Path(cfg.model_dir)
+    if (model_dir / "train_state.safetensors").exists():  # a run's own vocabularies, as --resume reads them
+        cfg = read_config(model_dir)
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+    else:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        src_tok, tgt_tok = vocabularies(cfg, files)
+        save_tokenizers(model_dir, cfg.vocab, src_tok, tgt_tok)
+        cfg.save(model_dir / "config.json")
+    return prepared_pairs(cfg, files, src_tok, tgt_tok)
+
+
+def prepared_pairs(cfg: Config, files: ParallelFiles, src_tok, tgt_tok) -> PreparedData:
+    """The training pairs encoded once into memory-mapped arrays (engine/prepared.py), reused while
+    the corpus, the vocabularies and the encoding options stay the same."""
     d = cfg.data
-    train_data = ParallelData.encode(*train, src_tok, tgt_tok, d.max_len, d.reverse_source, d.lowercase,
-                                     name="train")
+    cache = d.prepared_dir or Path(cfg.model_dir) / "prepared"
+    return prepare_or_load(files, src_tok, tgt_tok, cache, max_len=d.max_len, lowercase=d.lowercase,
+                           reverse_source=d.reverse_source, workers=d.prepare_workers or None)
+
+
+def in_memory_pairs(cfg: Config, files: ParallelFiles, src_tok, tgt_tok) -> ParallelData:
+    """The training pairs read and encoded into memory (data.prepared: false)."""
+    d = cfg.data
+    srcs, tgts = read_parallel(files.src, files.tgt, files.tsv)
+    return ParallelData.encode(srcs, tgts, src_tok, tgt_tok, d.max_len, d.reverse_source, d.lowercase,
+                               name="train")
+
+
+def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
+    """The validation pairs, encoded in memory with their text kept for BLEU; None without any."""
+    valid = _load_pairs(cfg, "valid")
     if valid is None:
-        return train_data, None
-    valid_data = ParallelData.encode(*valid, src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
-                                     name="valid")
-    keep = [e.index for e in valid_data.examples]
-    return train_data, Validation(valid_data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
+        return None
+    d = cfg.data
+    data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
+                               name="valid")
+    keep = [e.index for e in data.examples]
+    return Validation(data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
+
+
+def on_main_rank(ctx: distributed.Context, work: Callable[[], Any]) -> Any:
+    """`work()` on rank 0, its result on every rank; a DataError it raises is raised on every rank
+    with the same message, so that no rank waits for one that has stopped."""
+    result: Any = None
+    error: Optional[DataError] = None
+    if ctx.main:
+        try:
+            result = work()
+        except DataError as e:
+            error = e
+    result, error = distributed.broadcast((result, error), ctx)
+    if error is not None:
+        raise error
+    return result
 
 
 class Trainer:
@@ -486,24 +569,35 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         return ctx, device
 
-    def load_data(self, resume: bool) -> tuple[Any, Any, ParallelData, Optional[Validation]]:
-        """Tokenisers (built and saved by rank 0 on a fresh run), the encoded training data and the
-        validation set (None without one). Bad data leaves no half-made model directory behind."""
+    def load_data(self, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData, Optional[Validation]]:
+        """Tokenisers (built and saved by rank 0 on a fresh run), the training pairs (encoded by
+        rank 0, mapped by every rank) and the validation set (None without one). Bad data stops
+        every rank with one message and leaves no half-made model directory behind."""
         cfg, model_dir = self.cfg, self.model_dir
-        train_src, train_tgt = _load_pairs(cfg, "train") or (None, None)
-        if train_src is None or train_tgt is None:
+        files = corpus_files(cfg, "train")
+        if files is None:
             raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
                                   "train")
-        valid = _load_pairs(cfg, "valid")
+        for split in (files, corpus_files(cfg, "valid")):  # a corpus not fetched yet: before any directory
+            for _, path in split.roles() if split is not None else ():
+                if not path.exists():
+                    raise MissingFileError(path)
         created = not model_dir.exists()
         model_dir.mkdir(parents=True, exist_ok=True)
         try:
-            if not resume and self.ctx.main:  # rank 0 builds the vocabularies; the others read them
-                self.write_tokenizers(_build_tokenizers(cfg, train_src, train_tgt))
-                cfg.save(model_dir / "config.json")
+            if not resume:  # rank 0 builds the vocabularies; the others read them
+                on_main_rank(self.ctx, lambda: self.write_tokenizers(vocabularies(cfg, files)))
+                if self.ctx.main:
+                    cfg.save(model_dir / "config.json")
             distributed.barrier(self.ctx)
             src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-            return (src_tok, tgt_tok, *_encode(cfg, src_tok, tgt_tok, (train_src, train_tgt), valid))
+            train: ParallelData | PreparedData
+            if cfg.data.prepared:  # rank 0 prepares (or finds) the arrays, every rank maps them
+                path = on_main_rank(self.ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok).path)
+                train = open_prepared(path)
+            else:
+                train = in_memory_pairs(cfg, files, src_tok, tgt_tok)
+            return src_tok, tgt_tok, train, validation_set(cfg, src_tok, tgt_tok)
         except BaseException:
             if created and self.ctx.main:
                 shutil.rmtree(model_dir, ignore_errors=True)
@@ -564,7 +658,7 @@ class Trainer:
         dtype = torch.bfloat16 if precision == "bf16" else None
         start = time.perf_counter()
         for idx in batches:
-            batch = collate([self.train_data.examples[i] for i in idx]).to(self.device)
+            batch = collate(self.train_data.examples_at(idx)).to(self.device)
             with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
                 loss = batch_loss(model, batch)
             optimizer.zero_grad(set_to_none=True)
@@ -663,13 +757,13 @@ class Trainer:
             until = f"off until step {self.cfg.train.dropout_start}"
             log.info("step %d: dropout %s", self.state.step, "on" if on else until)
 
-    def train_batch(self, batch: list[int], epoch: int, pos: int) -> Optional[Step]:
+    def train_batch(self, batch: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
         """`train_step` on batch `pos` of the epoch (`batch`: its example ids)."""
         return self.train_step(self.batch_examples(batch, epoch, pos))
 
-    def batch_examples(self, batch: list[int], epoch: int, pos: int) -> list:
+    def batch_examples(self, batch: Iterable[int], epoch: int, pos: int) -> list:
         """The batch's examples, with word dropout."""
-        return self.word_dropout([self.train_data.examples[i] for i in batch], epoch, pos)
+        return self.word_dropout(self.train_data.examples_at(batch), epoch, pos)
 
     def word_dropout(self, examples: list, epoch: int, pos: int, stream: str = "") -> list:
         """`examples` with word dropout, seeded by epoch and position so that a resumed run drops

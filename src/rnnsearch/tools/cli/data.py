@@ -9,8 +9,9 @@ from rnnsearch.tools.cli.common import add_quantize
 
 def add_data(sub) -> None:
     p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256), list them, "
-                       "or split line-aligned files into train/valid/test")
-    p.add_argument("action", choices=["get", "list", "split"])
+                       "split line-aligned files into train/valid/test, or prepare a config's training "
+                       "corpus ahead of `rnnsearch train`")
+    p.add_argument("action", choices=["get", "list", "split", "prepare"])
     p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
                    "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en, wmt14-en-fr (the paper's training "
                    "data), wmt14-en-fr-full (see `rnnsearch data list`)")
@@ -28,6 +29,8 @@ def add_data(sub) -> None:
     p.add_argument("--test", type=int, default=1000,
                    help="split: distinct source sentences held out for test")
     p.add_argument("--seed", type=int, default=1, help="split: shuffling seed")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="prepare: config override, as for `rnnsearch train`")
     p.set_defaults(func=cmd_data)
 
 
@@ -36,6 +39,9 @@ def cmd_data(args) -> None:
 
     if args.action == "list":
         print(describe())
+        return
+    if args.action == "prepare":
+        prepare_config(args.name, args.set or [])
         return
     if args.action == "split":
         if not args.files or args.name:
@@ -77,3 +83,17 @@ def cmd_serve(args) -> None:
         raise ConfigError(f"serve: --beam must be from 1 to {limits.max_beam}, got {args.beam}")
     serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
           lang=args.lang, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
+
+
+def prepare_config(config: str | None, overrides: list[str]) -> None:
+    """`rnnsearch data prepare CONFIG`: the vocabularies and the prepared training corpus of a
+    fresh `rnnsearch train CONFIG`, made now, on every core."""
+    from rnnsearch.config import load_config
+    from rnnsearch.engine.train import prepare
+
+    if not config:
+        raise ConfigError("data prepare: give the CONFIG file that `rnnsearch train` will be given")
+    data = prepare(load_config(config, overrides))
+    total = sum(int(data.meta[k]) for k in ("src_tokens", "tgt_tokens"))
+    print(f"{data.path}: {len(data):,} pairs, {total:,} tokens ({data.dropped_blank:,} blank and "
+          f"{data.dropped_long:,} too long dropped); `rnnsearch train {config}` reads it")
