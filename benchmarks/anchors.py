@@ -1,4 +1,5 @@
-"""JoeyNMT and OpenNMT-py as anchors for benchmarks/bench.py: install, configure, run, read logs.
+"""JoeyNMT and OpenNMT-py as anchors for the side-by-side benchmark (benchmarks.bench): install,
+configure, run, read logs.
 
 Each anchor lives in its own virtualenv, made by `ensure_venv` with the torch version this
 process runs (so all three systems use the same kernels). Nothing of theirs is in this

@@ -1,8 +1,9 @@
 """Speed of rnnsearch beside JoeyNMT and OpenNMT-py: training target tokens/s, model FLOPs,
 fraction of this machine's GEMM rate, peak memory, greedy and beam-5 sentences/s.
 
-    python benchmarks/bench.py --quick     # about a minute, rnnsearch alone, one JSON object
-    python benchmarks/bench.py             # side by side (~1 hour on 2 cores): JSON + table
+    python -m benchmarks.bench --quick     # about a minute, rnnsearch alone, one JSON object
+    python -m benchmarks.bench             # side by side (~1 hour on 2 cores): JSON + table
+    python -m benchmarks.bench --curve     # time to BLEU (benchmarks.curve): JSON + PNG
 
 The model is the anchors' size: emb 256, bidirectional encoder 2 x 256, alignment 256, maxout
 512 (so the output layer is 512 x V, as the anchors' 512-wide decoders have), sentencepiece
@@ -23,56 +24,46 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import platform
 import resource
 import shutil
 import sys
 import time
 from pathlib import Path
 
+import sentencepiece as spm
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import anchors  # noqa: E402
-
-from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts  # noqa: E402
-from rnnsearch.engine.data import ParallelData, collate, make_batches, read_parallel, target_tokens  # noqa: E402
-from rnnsearch.engine.precision import cpu_info  # noqa: E402
-from rnnsearch.engine.train import batch_loss, make_optimizer  # noqa: E402
-from rnnsearch.engine.translate import Translator  # noqa: E402
-from rnnsearch.engine.vocab import build_tokenizers  # noqa: E402
-from rnnsearch.nn.model import build_model  # noqa: E402
-
-
-def gemm_gflops(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32,
-                device: str = "cpu") -> float:
-    """This machine's matrix-multiply rate through torch (fp32 unless asked), for n x n x n products
-    (on a GPU: n 8192, where large products reach the tensor cores' rate)."""
-    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
-    for _ in range(2):
-        a @ b
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    _sync(device)
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9
-
-
-def cpu_features() -> list[str]:
-    """The flags that decide this CPU's speed here (two machines may share one model name): the
-    vector width, and the bf16 and int8 matrix instructions."""
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx")
-    return sorted(f for f in cpu_info()[1] if f.startswith(wanted))
-
-
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
+from benchmarks import anchors, curve
+from benchmarks.common import (
+    BENCH_CONFIG,
+    DEFAULT_MULTI30K,
+    ROOT,
+    SIZES,
+    architecture,
+    bleu,
+    cpu_features,
+    cpu_name,
+    find,
+    gemm_gflops,
+    has_multi30k,
+    log,
+    print_result,
+    sync,
+)
+from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts
+from rnnsearch.engine.data import (
+    ParallelData,
+    collate,
+    make_batches,
+    normalize,
+    read_parallel,
+    target_tokens,
+)
+from rnnsearch.engine.train import batch_loss, make_optimizer
+from rnnsearch.engine.translate import Translator
+from rnnsearch.engine.vocab import build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.nn.model import build_model
+from rnnsearch.tools.democorpus import generate
 
 
 def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float, src_len: float) -> dict:
@@ -98,38 +89,22 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
     return {"forward_mflop": 2 * forward / 1e6, "train_mflop": 3 * 2 * forward / 1e6}
 
 
-# The benchmark model: the anchors' sizes (see the module docstring).
-BENCH_CONFIG = {
-    "model": {"emb": 256, "hidden": 256, "align": 256, "maxout": 512},
-    "vocab": {"kind": "bpe", "size": 8000},
-    "train": {"optimizer": "adam", "lr": 0.001, "clip_norm": 1.0, "batch_size": 64, "batching": "bucket",
-              "precision": "fp32"},
-    "decode": {"precision": "fp32"},
-}
-SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
-
-
-# $RNNSEARCH_DATA/multi30k (a development copy) when set, else where
-# `rnnsearch data get multi30k` writes
-DEFAULT_MULTI30K = Path(os.environ.get("RNNSEARCH_DATA") or "data") / "multi30k"
-
-
 def load_corpus(corpus: Path | None):
     """Multi30k De→En from `corpus` (default: DEFAULT_MULTI30K when it is there, else the built-in
     English→Chinese corpus). A corpus asked for by name must exist."""
-    if corpus is not None and not (corpus / "train.de.gz").exists() and not (corpus / "train.de").exists():
+    if corpus is not None and not has_multi30k(corpus):
         raise SystemExit(f"bench: {corpus} has no train.de(.gz); give --corpus a Multi30k directory")
     corpus = corpus or DEFAULT_MULTI30K
-    if (corpus / "train.de.gz").exists() or (corpus / "train.de").exists():
-        train = read_parallel(_find(corpus, "train.de"), _find(corpus, "train.en"))
-        test = read_parallel(_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en"))
+    if has_multi30k(corpus):
+        train = read_parallel(find(corpus, "train.de"), find(corpus, "train.en"))
+        test = read_parallel(find(corpus, "test_2016_flickr.de"), find(corpus, "test_2016_flickr.en"))
         return "multi30k de-en", train, test
-    from rnnsearch.tools.democorpus import generate
-
     pairs = generate(12000, seed=0)
     src, tgt = [" ".join(p.src) for p in pairs], [" ".join(p.tgt) for p in pairs]
     return "demo en-zh", (src[:11000], tgt[:11000]), (src[11000:], tgt[11000:])
 
+
+# -- quick: rnnsearch alone ---------------------------------------------------------------
 
 def quick(args) -> None:
     """rnnsearch alone, in this process: one JSON object. On a GPU (--device cuda) the same
@@ -139,27 +114,54 @@ def quick(args) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    name, (train_src, train_tgt), (test_src, test_tgt) = load_corpus(
-        Path(args.corpus) if args.corpus else None)
+    gpu = device.type == "cuda"
+    name, (train_src, train_tgt), (test_src, _) = load_corpus(Path(args.corpus) if args.corpus else None)
     cfg = config_from_dict(merge_dicts(BENCH_CONFIG, {"model": {"gru": args.gru}}))
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
     model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
     if args.compile:
         model.compile_step()
-    optimizer = make_optimizer(cfg, model.parameters())
-    if args.batch_tokens:
-        batches = make_batches(data, args.batch_tokens, "tokens", "bucket", seed=0)
-    else:
-        batches = make_batches(data, SIZES["batch"], "sentences", "bucket", seed=0)
-    dtype = torch.bfloat16 if args.precision == "bf16" else None
-    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
-    if device.type == "cuda":
+    size, unit = (args.batch_tokens, "tokens") if args.batch_tokens else (SIZES["batch"], "sentences")
+    batches = make_batches(data, size, unit, "bucket", seed=0)
+    train_step = make_train_step(model, make_optimizer(cfg, model.parameters()), data, device, args.precision)
+    if gpu:
         torch.cuda.reset_peak_memory_stats(device)
+    result = {"corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
+              "threads": torch.get_num_threads(), "precision": args.precision, "gru": args.gru,
+              "compile": args.compile, "batch": f"{size} {unit}", "parameters": model.num_parameters()}
+
+    model.train()
+    stream = itertools.cycle(batches)  # the loop ends on time; profile_steps draws on after it
+    timed = time_training(train_step, stream, device, args.warmup_steps or (30 if args.compile else 5),
+                          args.train_seconds)
+    profile = profile_steps(train_step, stream, device, args.profile) if args.profile else None
+    gemm = gemm_gflops(8192 if gpu else 1024, device=args.device,
+                       dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
+    result.update(training_figures(cfg.model, len(tgt_tok), data, timed, gemm))
+
+    model.eval()
+    translator = Translator(cfg, model, src_tok, tgt_tok, device)
+    result.update(decoding_figures(translator, test_src[: args.decode_sentences], args, device))
+    result.update({
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "machine": architecture(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+    })
+    if gpu:
+        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
+    if profile:
+        result["profile"] = profile
+    print_result(result)
+
+
+def make_train_step(model, optimizer, data: ParallelData, device: torch.device, precision: str):
+    """A function that runs one whole training step (forward, backward, clipping, Adam) on the
+    examples of a batch's indices and returns their target and source tokens, counted on the CPU so
+    that counting costs no GPU synchronisation. Matrix products in bf16 (autocast) if asked."""
+    dtype = torch.bfloat16 if precision == "bf16" else None
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
     def train_step(idx: list[int]) -> tuple[int, int]:
-        """One whole step (forward, backward, clipping, Adam); its target and source tokens,
-        counted on the CPU so that counting costs no GPU synchronisation."""
         examples = [data.examples[i] for i in idx]
         n_tgt = target_tokens(examples)
         batch = collate(examples).to(device)
@@ -171,57 +173,69 @@ def quick(args) -> None:
         optimizer.step()
         return n_tgt, sum(len(e.src) for e in examples)
 
-    # training: warm up (compiling, where asked, happens here), then time whole steps for train_seconds
-    model.train()
-    warmup = args.warmup_steps or (30 if args.compile else 5)
+    return train_step
+
+
+def time_training(train_step, stream, device: torch.device, warmup: int, seconds: float) -> dict:
+    """`warmup` untimed steps (compiling, where asked, happens here), then whole steps timed for
+    `seconds`: the steps, target and source tokens and seconds of the timed part."""
     tokens = src_tokens = steps = 0
     start = None
-    stream = itertools.cycle(batches)  # the loop ends on time; profile_steps draws on after it
     for k, idx in enumerate(stream):
         if k == warmup:
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
             tokens = src_tokens = steps = 0
         n_tgt, n_src = train_step(idx)
         tokens += n_tgt
         src_tokens += n_src
         steps += 1
-        if start is not None and time.perf_counter() - start >= args.train_seconds:
+        if start is not None and time.perf_counter() - start >= seconds:
             break
-    _sync(device)
-    seconds = time.perf_counter() - start
-    tok_s = tokens / seconds
-    profile = profile_steps(train_step, stream, device, args.profile) if args.profile else None
+    sync(device)
+    seconds_timed = time.perf_counter() - start
+    return {"steps": steps, "tokens": tokens, "src_tokens": src_tokens, "seconds": seconds_timed}
+
+
+def training_figures(cfg: ModelConfig, tgt_vocab: int, data: ParallelData, timed: dict, gemm: float) -> dict:
+    """Target tokens/s of the timed steps, the FLOPs of a target token, and their product's share
+    of the GEMM rate `gemm` (GFLOP/s): the model FLOPs utilisation (mfu)."""
+    tok_s = timed["tokens"] / timed["seconds"]
     mean_src = sum(len(e.src) for e in data.examples) / len(data)
-    flops = flops_per_target_token(cfg.model, len(tgt_tok), src_tokens / tokens, mean_src)
-    gpu = device.type == "cuda"
-    gemm = gemm_gflops(8192 if gpu else 1024, device=args.device,
-                       dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
+    flops = flops_per_target_token(cfg, tgt_vocab, timed["src_tokens"] / timed["tokens"], mean_src)
+    return {"train_steps_timed": timed["steps"], "train_tgt_tok_per_s": round(tok_s, 1),
+            "flops_per_tgt_tok": round(flops["train_mflop"] * 1e6), "gemm_gflops": round(gemm, 1),
+            "mfu": round(tok_s * flops["train_mflop"] * 1e6 / (gemm * 1e9), 3)}
 
-    # decoding: rnnsearch translate's own path (sorted by length, batched, autocast for bf16)
-    model.eval()
-    translator = Translator(cfg, model, src_tok, tgt_tok, device)
-    sents = test_src[: args.decode_sentences]
-    def decode_speeds() -> tuple[dict[int, float], dict[int, list[str]]]:
-        speed, texts = {}, {}
-        for beam in (1, 5):
-            for timed in (False, True):  # an untimed pass first on a GPU: kernels, allocator, graph capture
-                _sync(device)
-                begin = time.perf_counter()
-                out = translator.translate(sents, beam=beam, batch_size=args.decode_batch, attention=False,
-                                           precision=args.precision)
-                _sync(device)
-                if timed or not gpu:
-                    break
-            speed[beam] = len(sents) / (time.perf_counter() - begin)
-            texts[beam] = [t.text for t in out]
-        return speed, texts
 
-    speed, texts = decode_speeds()
+def decode_speeds(translator: Translator, sents: list[str], args,
+                  device: torch.device) -> tuple[dict[int, float], dict[int, list[str]]]:
+    """Sentences/s and translations of greedy and beam-5 decoding through rnnsearch translate's own
+    path (sorted by length, batched, autocast for bf16)."""
+    speed, texts = {}, {}
+    for beam in (1, 5):
+        for timed in (False, True):  # an untimed pass first on a GPU: kernels, allocator, graph capture
+            sync(device)
+            begin = time.perf_counter()
+            out = translator.translate(sents, beam=beam, batch_size=args.decode_batch, attention=False,
+                                       precision=args.precision)
+            sync(device)
+            if timed or device.type != "cuda":
+                break
+        speed[beam] = len(sents) / (time.perf_counter() - begin)
+        texts[beam] = [t.text for t in out]
+    return speed, texts
+
+
+def decoding_figures(translator: Translator, sents: list[str], args, device: torch.device) -> dict:
+    """Greedy and beam-5 speeds; with --cuda-graphs the same decoding again, each step replayed
+    from a CUDA graph (on a CPU: the graphs' padding, run eagerly), against the eager one."""
+    speed, texts = decode_speeds(translator, sents, args, device)
     graphs = None
-    if args.cuda_graphs:  # the same decoding replayed from CUDA graphs (on a CPU: its padding, eagerly)
+    if args.cuda_graphs:
+        gpu = device.type == "cuda"
         translator.use_graphs(capture=gpu)
-        g_speed, g_texts = decode_speeds()
+        g_speed, g_texts = decode_speeds(translator, sents, args, device)
         graphs = {"mode": "captured" if gpu else "padded, eager (no CUDA device)",
                   "graphs": len(translator.graphs.graphs) if translator.graphs else 0,
                   "greedy_sent_per_s": round(g_speed[1], 1), "beam5_sent_per_s": round(g_speed[5], 1),
@@ -229,29 +243,9 @@ def quick(args) -> None:
                   "beam5_speedup": round(g_speed[5] / speed[5], 2),
                   "same_translations": {b: sum(x == y for x, y in zip(g_texts[b], texts[b])) / len(sents)
                                         for b in (1, 5)}}
-
-    result = {
-        "corpus": name, "device": torch.cuda.get_device_name(device) if gpu else str(device),
-        "threads": torch.get_num_threads(), "precision": args.precision, "gru": args.gru,
-        "compile": args.compile,
-        "batch": f"{args.batch_tokens} tokens" if args.batch_tokens else f"{SIZES['batch']} sentences",
-        "parameters": model.num_parameters(), "train_steps_timed": steps,
-        "train_tgt_tok_per_s": round(tok_s, 1),
-        "flops_per_tgt_tok": round(flops["train_mflop"] * 1e6),
-        "gemm_gflops": round(gemm, 1),
-        "mfu": round(tok_s * flops["train_mflop"] * 1e6 / (gemm * 1e9), 3),
-        "decode_sentences": len(sents), "decode_batch": args.decode_batch,
-        "greedy_sent_per_s": round(speed[1], 1), "beam5_sent_per_s": round(speed[5], 1),
-        "beam5_seconds": round(len(sents) / speed[5], 3), "cuda_graphs": graphs,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-    }
-    if gpu:
-        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
-    if profile:
-        result["profile"] = profile
-    print(json.dumps(result, indent=1))
+    return {"decode_sentences": len(sents), "decode_batch": args.decode_batch,
+            "greedy_sent_per_s": round(speed[1], 1), "beam5_sent_per_s": round(speed[5], 1),
+            "beam5_seconds": round(len(sents) / speed[5], 3), "cuda_graphs": graphs}
 
 
 def profile_steps(train_step, stream, device: torch.device, path: str, steps: int = 10) -> dict:
@@ -263,11 +257,11 @@ def profile_steps(train_step, stream, device: torch.device, path: str, steps: in
 
     gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
-    _sync(device)
+    sync(device)
     with profile(activities=activities) as prof:
         begin = time.perf_counter()
         tokens = sum(train_step(next(stream))[0] for _ in range(steps))
-        _sync(device)
+        sync(device)
         wall = time.perf_counter() - begin
     table = prof.key_averages()
     sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
@@ -287,31 +281,18 @@ def profile_steps(train_step, stream, device: torch.device, path: str, steps: in
     return out
 
 
-# -- side by side -----------------------------------------------------------------
 
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _find(corpus: Path, stem: str) -> Path:
-    for name in (stem, stem + ".gz"):
-        if (corpus / name).exists():
-            return corpus / name
-    raise SystemExit(f"bench: {corpus} has no {stem} (or {stem}.gz); give --corpus a Multi30k directory")
-
+# -- the side-by-side run's data and rnnsearch's systems -------------------------------------
 
 def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
     """Normalised text for rnnsearch, and the same text cut into rnnsearch's own sentencepiece
     pieces for the anchors, so all three systems see identical tokens."""
-    from rnnsearch.engine.data import normalize
-    from rnnsearch.engine.vocab import load_tokenizers, save_tokenizers
-
     data, spm_dir = work / "data", work / "spm"
     cfg = config_from_dict(BENCH_CONFIG)
     splits = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
     texts = {}
     for split, stem in splits.items():
-        src, tgt = read_parallel(_find(corpus, f"{stem}.de"), _find(corpus, f"{stem}.en"))
+        src, tgt = read_parallel(find(corpus, f"{stem}.de"), find(corpus, f"{stem}.en"))
         if split == "test" and test_sentences:
             src, tgt = src[:test_sentences], tgt[:test_sentences]
         texts[split] = ([normalize(x) for x in src], [normalize(x) for x in tgt])
@@ -340,8 +321,6 @@ def prepare_data(corpus: Path, work: Path, test_sentences: int = 0) -> dict:
 
 
 def _pieces(model_file: Path) -> list:
-    import sentencepiece as spm
-
     sp = spm.SentencePieceProcessor(model_file=str(model_file))
     return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
 
@@ -397,147 +376,191 @@ def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
             "precision": report["precision"]}
 
 
-def bleu(hyp_lines: list[str], refs: list[str]) -> float:
-    import sacrebleu
+# -- side by side -------------------------------------------------------------------------
 
-    return round(sacrebleu.corpus_bleu(hyp_lines, [refs]).score, 2)
+ANCHOR_NAMES = ["opennmt", "joeynmt"]
+
+
+class SideBySide:
+    """The side-by-side run (see the module docstring): rnnsearch's variants and the anchors
+    trained in two rounds, decoded in alternating rounds, every figure with its ratios."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self.work = Path(args.work).resolve()
+        self.ours = [name for name in VARIANTS if name in args.variants]
+        self.trained = [name for name in self.ours if "model_of" not in VARIANTS[name]]
+        for name in set(self.ours) - set(self.trained):  # decoding-only variants need the model they decode
+            source = VARIANTS[name]["model_of"]
+            if source not in self.trained:
+                raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
+        self.decoders = self.ours + ANCHOR_NAMES
+        venvs = Path(args.venvs).expanduser().resolve()
+        self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in ANCHOR_NAMES}
+        self.data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), self.work, args.test_sentences)
+        self.n_test = len(self.data["test_refs"])
+        self.training: dict = {}  # system -> round -> its training figures
+        self.decoding: dict = {name: {1: [], 5: []} for name in self.decoders}  # system -> beam -> rounds
+        self.outputs: dict = {}  # (system, beam) -> its translations of the last round
+
+    def run(self) -> dict:
+        """Train, decode and score everything; the result."""
+        gemm = [gemm_gflops()]
+        pieces = f"{self.data['src_vocab']} / {self.data['tgt_vocab']}"
+        log(f"GEMM {gemm[0]:.1f} GFLOP/s; pieces: {pieces} vocabulary")
+        self.train_rounds()
+        gemm.append(gemm_gflops())
+        self.decode_rounds()
+        gemm.append(gemm_gflops())
+        gemm_rates = {"fp32": sorted(gemm)[len(gemm) // 2], "bf16": gemm_gflops(dtype=torch.bfloat16)}
+        flops = self.flops()
+        result: dict = {"systems": {name: self.system(name, flops, gemm_rates) for name in self.decoders}}
+        result["ratios"] = self.ratios(result["systems"])
+        args, data = self.args, self.data
+        result.update({
+            "corpus": "multi30k de-en", "test_sentences": self.n_test,
+            "vocab": [data["src_vocab"], data["tgt_vocab"]],
+            "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm],
+            "gemm_gflops_bf16": round(gemm_rates["bf16"], 1),
+            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "machine": architecture(), "cpu": cpu_name(), "cpu_features": cpu_features(),
+            "date": time.strftime("%Y-%m-%d"),
+        })
+        return result
+
+    def train(self, name: str, where: Path, steps: int) -> dict:
+        log(f"training {name} for {steps} steps in {where}")
+        if name in VARIANTS:
+            return rnnsearch_train(where, self.data, steps, VARIANTS[name]["train"])
+        if name == "opennmt":
+            return anchors.opennmt_train(self.pythons[name], where, self.data["dir"], steps, SIZES)
+        return anchors.joeynmt_train(self.pythons[name], where, self.data["dir"], steps, SIZES)
+
+    def train_rounds(self) -> None:
+        """Round A (--short-steps) in one order, round B (--steps, the models decoded) in the other."""
+        systems = self.trained + ANCHOR_NAMES
+        rounds = [("A", systems, self.args.short_steps), ("B", systems[::-1], self.args.steps)]
+        self.training = {name: {} for name in systems}
+        for label, order, steps in rounds:
+            for name in order:
+                self.training[name][label] = self.train(name, self.work / f"train-{label}" / name, steps)
+                log(f"  {name}: {self.training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
+
+    def translate(self, name: str, beam: int, out: Path) -> dict:
+        data = self.data
+        model = self.training[VARIANTS.get(name, {}).get("model_of", name)]["B"]["model"]
+        if name in VARIANTS:
+            v = VARIANTS[name]
+            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
+                                       out, beam, v["decode"], v["quantize"])
+        if name == "opennmt":
+            return anchors.opennmt_translate(self.pythons[name], model, data["dir"] / "test.src", out, beam,
+                                             SIZES["batch"])
+        return anchors.joeynmt_translate(self.pythons[name], Path(model).parent, data["dir"], out, beam,
+                                         SIZES)
+
+    def decode_rounds(self) -> None:
+        """--decode-rounds rounds of greedy then beam 5, every system in turn, the order reversed
+        each round."""
+        for r in range(self.args.decode_rounds):
+            order = self.decoders if r % 2 == 0 else self.decoders[::-1]
+            for beam in (1, 5):
+                for name in order:
+                    out = self.work / "decode" / f"{name}.beam{beam}.round{r}"
+                    res = self.translate(name, beam, out)
+                    self.decoding[name][beam].append(res)
+                    self.outputs[(name, beam)] = Path(res.get("output", out))
+                    log(f"{name} beam {beam}: {self.n_test / res['seconds']:.1f} sentences/s")
+
+    def flops(self) -> dict[str, float]:
+        """Training FLOPs per target token of each trained system, each counted for its own model."""
+        data = self.data
+        ours = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
+                                      data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
+        flops = {name: ours for name in self.trained}
+        for name in ANCHOR_NAMES:
+            flops[name] = anchors.anchor_flops_per_target_token(
+                SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
+                data["src_per_tgt"], data["mean_src_len"])
+        return flops
+
+    def speeds(self, name: str, beam: int) -> list[float]:
+        """Sentences/s of each decoding round."""
+        return [self.n_test / r["seconds"] for r in self.decoding[name][beam]]
+
+    def hypotheses(self, name: str) -> dict[int, list[str]]:
+        """Each beam's translations of the last round, as text (the anchors' pieces joined)."""
+        hyps = {}
+        for beam in (1, 5):
+            lines = self.outputs[(name, beam)].read_text().splitlines()
+            if name not in VARIANTS:
+                lines = [self.data["tgt_tok"].sp.decode_pieces(x.split()) for x in lines]
+            hyps[beam] = lines
+        return hyps
+
+    def training_entry(self, name: str, flops: dict[str, float], gemm_rates: dict[str, float]) -> dict:
+        tr = self.training[name]
+        tok = {label: tr[label]["tgt_tok_per_s"] for label in "AB"}
+        precision = tr["B"].get("precision", "fp32")
+        return {
+            "train_precision": precision,
+            "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
+            "flops_per_tgt_tok": round(flops[name]),
+            # against the GEMM rate of the precision its matrix products ran in
+            "mfu": round(sum(tok.values()) / len(tok) * flops[name]
+                         / (gemm_rates["bf16" if precision == "bf16" else "fp32"] * 1e9), 3),
+            "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
+            "train_seconds_round_B": round(tr["B"]["seconds"], 1),
+        }
+
+    def system(self, name: str, flops: dict[str, float], gemm_rates: dict[str, float]) -> dict:
+        """One system's figures: training (if it trains), decoding speeds, memory and BLEU."""
+        if name in self.training:
+            entry = self.training_entry(name, flops, gemm_rates)
+        else:
+            entry = {"decodes_model_of": VARIANTS[name]["model_of"]}
+        if name in VARIANTS:
+            entry["decode_precision"] = self.decoding[name][5][-1]["precision"]
+            entry["quantize"] = VARIANTS[name]["quantize"]
+        hyps, refs = self.hypotheses(name), self.data["test_refs"]
+        decoded = [d for b in (1, 5) for d in self.decoding[name][b]]
+        entry.update({
+            "greedy_sent_per_s": [round(x, 1) for x in self.speeds(name, 1)],
+            "beam5_sent_per_s": [round(x, 1) for x in self.speeds(name, 5)],
+            "decode_peak_rss_mb": round(max(d["peak_rss_mb"] for d in decoded), 1),
+            "bleu_greedy": bleu(hyps[1], refs), "bleu_beam5": bleu(hyps[5], refs),
+            "mean_hyp_words_beam5": round(sum(len(x.split()) for x in hyps[5]) / self.n_test, 2),
+        })
+        return entry
+
+    def ratios(self, systems: dict) -> dict:
+        """rnnsearch / anchor, round by round, for each of rnnsearch's systems and each anchor."""
+        ratio = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
+        out = {}
+        for mine in self.ours:
+            for name in ANCHOR_NAMES:
+                pair = {"greedy_sent_per_s": ratio(self.speeds(mine, 1), self.speeds(name, 1)),
+                        "beam5_sent_per_s": ratio(self.speeds(mine, 5), self.speeds(name, 5))}
+                if mine in self.training:
+                    rates = {s: [self.training[s][r]["tgt_tok_per_s"] for r in "AB"] for s in (mine, name)}
+                    pair["train_tgt_tok_per_s"] = ratio(rates[mine], rates[name])
+                    pair["train_peak_rss"] = round(systems[mine]["train_peak_rss_mb"]
+                                                   / systems[name]["train_peak_rss_mb"], 2)
+                out[f"{mine}/{name}"] = pair
+        return out
 
 
 def side_by_side(args) -> None:
-    work, venvs = Path(args.work).resolve(), Path(args.venvs).expanduser().resolve()
-    ours = [name for name in VARIANTS if name in args.variants]
-    trained = [name for name in ours if "model_of" not in VARIANTS[name]]
-    for name in set(ours) - set(trained):  # decoding-only variants need the model they decode
-        source = VARIANTS[name]["model_of"]
-        if source not in trained:
-            raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
-    anchor_names = ["opennmt", "joeynmt"]
-    pythons = {name: anchors.ensure_venv(name, venvs, log) for name in anchor_names}
-    data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
-    test_src = data["dir"] / "test.src"
-    n_test = len(data["test_refs"])
-    gemm = [gemm_gflops()]
-    log(f"GEMM {gemm[0]:.1f} GFLOP/s; pieces: {data['src_vocab']} / {data['tgt_vocab']} vocabulary")
+    """The side-by-side run: its JSON on stdout and in --work/result.json."""
+    run = SideBySide(args)
+    print_result(run.run(), run.work / "result.json")
 
-    def train(name: str, where: Path, steps: int) -> dict:
-        log(f"training {name} for {steps} steps in {where}")
-        if name in VARIANTS:
-            return rnnsearch_train(where, data, steps, VARIANTS[name]["train"])
-        if name == "opennmt":
-            return anchors.opennmt_train(pythons[name], where, data["dir"], steps, SIZES)
-        return anchors.joeynmt_train(pythons[name], where, data["dir"], steps, SIZES)
 
-    systems = trained + anchor_names
-    rounds = [("A", systems, args.short_steps), ("B", systems[::-1], args.steps)]
-    training = {name: {} for name in systems}
-    for label, order, steps in rounds:
-        for name in order:
-            training[name][label] = train(name, work / f"train-{label}" / name, steps)
-            log(f"  {name}: {training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
-    gemm.append(gemm_gflops())
-
-    def translate(name: str, beam: int, out: Path) -> dict:
-        if name in VARIANTS:
-            v = VARIANTS[name]
-            model = training[v.get("model_of", name)]["B"]["model"]
-            return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
-                                       out, beam, v["decode"], v["quantize"])
-        model = training[name]["B"]["model"]
-        if name == "opennmt":
-            return anchors.opennmt_translate(pythons[name], model, test_src, out, beam, SIZES["batch"])
-        return anchors.joeynmt_translate(pythons[name], Path(model).parent, data["dir"], out, beam, SIZES)
-
-    decoders = ours + anchor_names
-    decoding = {name: {1: [], 5: []} for name in decoders}
-    outputs = {}
-    for r in range(args.decode_rounds):
-        order = decoders if r % 2 == 0 else decoders[::-1]
-        for beam in (1, 5):
-            for name in order:
-                out = work / "decode" / f"{name}.beam{beam}.round{r}"
-                res = translate(name, beam, out)
-                decoding[name][beam].append(res)
-                outputs[(name, beam)] = Path(res.get("output", out))
-                log(f"{name} beam {beam}: {n_test / res['seconds']:.1f} sentences/s")
-    gemm.append(gemm_gflops())
-    gemm_rate = sorted(gemm)[len(gemm) // 2]
-    gemm_bf16 = gemm_gflops(dtype=torch.bfloat16)
-
-    ours_flops = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
-                                        data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
-    flops = {name: ours_flops for name in trained}
-    for name in anchor_names:
-        flops[name] = anchors.anchor_flops_per_target_token(
-            SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
-            data["src_per_tgt"], data["mean_src_len"])
-    speed = lambda runs: [n_test / r["seconds"] for r in runs]  # noqa: E731  sentences/s of each round
-    result: dict = {"systems": {}, "ratios": {}}
-    for name in decoders:
-        hyps = {}
-        for beam in (1, 5):
-            lines = outputs[(name, beam)].read_text().splitlines()
-            if name not in VARIANTS:
-                lines = [data["tgt_tok"].sp.decode_pieces(x.split()) for x in lines]
-            hyps[beam] = lines
-        entry: dict = {}
-        if name in training:
-            tr = training[name]
-            tok = {label: tr[label]["tgt_tok_per_s"] for label, _, _ in rounds}
-            precision = tr["B"].get("precision", "fp32")
-            entry.update({
-                "train_precision": precision,
-                "train_tgt_tok_per_s": {k: round(v, 1) for k, v in tok.items()},
-                "flops_per_tgt_tok": round(flops[name]),
-                # against the GEMM rate of the precision its matrix products ran in
-                "mfu": round(sum(tok.values()) / len(tok) * flops[name]
-                             / ((gemm_bf16 if precision == "bf16" else gemm_rate) * 1e9), 3),
-                "train_peak_rss_mb": round(max(tr[label]["peak_rss_mb"] for label in tok), 1),
-                "train_seconds_round_B": round(tr["B"]["seconds"], 1),
-            })
-        else:
-            entry["decodes_model_of"] = VARIANTS[name]["model_of"]
-        if name in VARIANTS:
-            entry["decode_precision"] = decoding[name][5][-1]["precision"]
-            entry["quantize"] = VARIANTS[name]["quantize"]
-        entry.update({
-            "greedy_sent_per_s": [round(x, 1) for x in speed(decoding[name][1])],
-            "beam5_sent_per_s": [round(x, 1) for x in speed(decoding[name][5])],
-            "decode_peak_rss_mb": round(max(d["peak_rss_mb"] for b in (1, 5) for d in decoding[name][b]), 1),
-            "bleu_greedy": bleu(hyps[1], data["test_refs"]), "bleu_beam5": bleu(hyps[5], data["test_refs"]),
-            "mean_hyp_words_beam5": round(sum(len(x.split()) for x in hyps[5]) / n_test, 2),
-        })
-        result["systems"][name] = entry
-    ratios = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
-    for mine in ours:
-        for name in anchor_names:
-            pair = {"greedy_sent_per_s": ratios(speed(decoding[mine][1]), speed(decoding[name][1])),
-                    "beam5_sent_per_s": ratios(speed(decoding[mine][5]), speed(decoding[name][5]))}
-            if mine in training:
-                pair["train_tgt_tok_per_s"] = ratios([training[mine][r]["tgt_tok_per_s"] for r in "AB"],
-                                                     [training[name][r]["tgt_tok_per_s"] for r in "AB"])
-                pair["train_peak_rss"] = round(result["systems"][mine]["train_peak_rss_mb"]
-                                               / result["systems"][name]["train_peak_rss_mb"], 2)
-            result["ratios"][f"{mine}/{name}"] = pair
-    result.update({
-        "corpus": "multi30k de-en", "test_sentences": n_test, "vocab": [data["src_vocab"], data["tgt_vocab"]],
-        "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm],
-        "gemm_gflops_bf16": round(gemm_bf16, 1),
-        "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "cpu": cpu_info()[0], "cpu_features": cpu_features(),
-        "date": time.strftime("%Y-%m-%d"),
-    })
-    text = json.dumps(result, indent=1)
-    (work / "result.json").write_text(text + "\n")
-    print(text)
-
+# -- time to BLEU -------------------------------------------------------------------------
 
 def time_to_bleu(args) -> None:
-    """--curve: BLEU against training minutes for each system (benchmarks/curve.py); writes the
+    """--curve: BLEU against training minutes for each system (benchmarks.curve); writes the
     JSON and the PNG (--figure, default docs/figures/time_to_bleu.{json,png})."""
-    import curve
-    from demo_seeds import cpu_model
-
     try:
         bases = [curve.system_options(s)[0] for s in args.systems]
     except ValueError as e:
@@ -551,7 +574,7 @@ def time_to_bleu(args) -> None:
     pythons = {name: anchors.ensure_venv(name, venvs, log) for name in set(bases) if name in anchors.ANCHORS}
     data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), work, args.test_sentences)
     started = time.time()
-    result = {"machine": cpu_model(), "cpu_features": cpu_features(), "threads": args.threads,
+    result = {"machine": cpu_name(), "cpu_features": cpu_features(), "threads": args.threads,
               "jobs": args.jobs, "points": args.points, "rnnsearch_config": args.rnnsearch_config,
               "command": " ".join(sys.argv),
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
@@ -559,13 +582,15 @@ def time_to_bleu(args) -> None:
     result["seconds"] = round(time.time() - started)
     figure = Path(args.figure)
     figure.parent.mkdir(parents=True, exist_ok=True)
-    figure.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    curve_json = figure.with_suffix(".json")
+    curve_json.write_text(json.dumps(result, indent=1) + "\n")
     curve.plot(result, figure.with_suffix(".png"))
-    print(json.dumps(result, indent=1))
+    print_result(result)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+# -- the command line ---------------------------------------------------------------------
+
+def add_quick_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="rnnsearch alone, about a minute")
     ap.add_argument("--train-seconds", type=float, default=30.0,
                     help="--quick: steady-state training time measured")
@@ -592,6 +617,9 @@ def main() -> None:
                     help="a Multi30k directory (train/val/test_2016_flickr .de/.en, plain or .gz); "
                          "default $RNNSEARCH_DATA/multi30k or ./data/multi30k; --quick falls back to "
                          "the built-in corpus if absent")
+
+
+def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", default=str(ROOT / "benchmarks" / "runs"),
                     help="side by side: working directory")
     ap.add_argument("--venvs", default="~/.cache/rnnsearch-bench",
@@ -605,8 +633,11 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
                     help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
                          "the fp32 model decoded with --quantize int8)")
+
+
+def add_curve_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--curve", action="store_true", help="time to BLEU: every system trains for the same "
-                    "minutes; its checkpoints at --points minutes are scored (benchmarks/curve.py)")
+                    "minutes; its checkpoints at --points minutes are scored (benchmarks.curve)")
     # dense early, where 30 BLEU is crossed: "minutes to 30" interpolates between the points
     ap.add_argument("--points", type=float, nargs="+", default=[2, 3, 4, 5, 6, 8, 10, 15, 20],
                     help="--curve: training minutes at which each system's model is scored")
@@ -619,6 +650,13 @@ def main() -> None:
                     help="--curve: the recipe of the system 'rnnsearch' (its data paths are replaced)")
     ap.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "time_to_bleu.png"),
                     help="--curve: where the PNG goes (and the JSON, beside it)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_quick_options(ap)
+    add_side_by_side_options(ap)
+    add_curve_options(ap)
     args = ap.parse_args()
     if args.curve:
         args.threads = args.threads or 1

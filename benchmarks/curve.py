@@ -1,6 +1,6 @@
 """Time to BLEU: each system trains on Multi30k De→En for the same wall-clock budget, and the
 model it had at fixed minutes is scored on test_2016_flickr (beam 5, sacrebleu). Run by
-``python benchmarks/bench.py --curve``; see docs/benchmarks.md, "Time to BLEU".
+``python -m benchmarks.bench --curve``; see docs/benchmarks.md, "Time to BLEU".
 
 The clock of a system starts when its training command is launched, so whatever it does before
 its first step (reading text, building vocabularies, building the model) counts against it, as
@@ -15,7 +15,7 @@ Systems:
 
 * ``rnnsearch``: the shipped CPU recipe, ``configs/multi30k_de_en_cpu.yaml`` (its validation at
   epoch ends included in its clock, as for a user);
-* ``rnnsearch-bench``: the side-by-side benchmark's model (bench.py's BENCH_CONFIG: the anchors'
+* ``rnnsearch-bench``: the side-by-side benchmark's model (common.BENCH_CONFIG: the anchors'
   sizes, no regularisation);
 * ``opennmt`` and ``joeynmt``: as in the side-by-side benchmark (anchors.py) but for OpenNMT-py's
   learning rate (``BEST_LR``: its best known setting here), with checkpoints every
@@ -34,9 +34,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import anchors
+import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import anchors
+from benchmarks.common import BENCH_CONFIG, ROOT, SIZES, bleu, gemm_gflops
+
 GRACE = 45.0  # seconds past the last point before the process is stopped: a checkpoint finishes
 SYSTEMS = ("rnnsearch", "rnnsearch-bench", "opennmt", "joeynmt")
 # An anchor's best known learning rate for this task, its default here: Adam 2e-3 took OpenNMT-py
@@ -207,8 +209,7 @@ def train_joeynmt(work: Path, data: dict, args, python: Path, lr: float | None) 
 
 
 def anchors_sizes() -> dict:
-    from bench import SIZES
-
+    """The sizes the anchors are given (a copy: each run adds its own keys)."""
     return dict(SIZES)
 
 
@@ -233,9 +234,8 @@ def score_anchor(name: str, ckpt: Path, work: Path, data: dict, python: Path, th
 # -- the run ------------------------------------------------------------------------------
 
 def run_curve(args, data: dict, pythons: dict, log) -> dict:
-    import yaml
-    from bench import BENCH_CONFIG, bleu, gemm_gflops
-
+    """Train every system of `args.systems` for the same minutes (`args.jobs` at a time), then
+    score the checkpoint each had at every point; the curves, minutes to 30 BLEU and GEMM rates."""
     work = Path(args.work).resolve() / "curve"
     shipped = yaml.safe_load((ROOT / args.rnnsearch_config).read_text())
     shipped.pop("model_dir", None)

@@ -1,6 +1,6 @@
 """Which demo settings make attention align? Train the demo with one setting changed at a time.
 
-    python benchmarks/demo_ablations.py --jobs 2 --epochs 10 > ablations.json
+    python -m benchmarks.demo_ablations --jobs 2 --epochs 10 > ablations.json
 
 Each variant runs `rnnsearch.tools.demo.run_demo` in its own process (so variants can run in
 parallel on a many-core machine) for a fixed number of epochs, and reports test BLEU,

@@ -1,6 +1,6 @@
 """`rnnsearch demo` over seeds and thread counts: steps, wall time, every figure and check (JSON).
 
-    python benchmarks/demo_seeds.py --seeds 1 2 3 --threads 1 --work runs/demo_seeds > demo_1t.json
+    python -m benchmarks.demo_seeds --seeds 1 2 3 --threads 1 --work runs/demo_seeds > demo_1t.json
 
 Each run is a separate `rnnsearch demo` process with OMP_NUM_THREADS and train.threads set to the
 thread count; runs are sequential (give each torch process its own cores).
@@ -11,21 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def cpu_model() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchmarks.common import cpu_name, print_result
 
 
 def main() -> None:
@@ -55,8 +46,7 @@ def main() -> None:
             print(f"seed {seed} threads {threads}: {r['steps']} steps, {r['wall_seconds']} s, "
                   f"BLEU {r['test_bleu']}, content {r['content_word_accuracy']}, AER {r['aer']}, "
                   f"all checks {all(r['checks'].values())}", file=sys.stderr)
-    print(json.dumps({"machine": cpu_model(), "date": time.strftime("%Y-%m-%d"), "runs": runs},
-                     ensure_ascii=False, indent=1))
+    print_result({"machine": cpu_name(), "date": time.strftime("%Y-%m-%d"), "runs": runs}, ensure_ascii=False)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,22 @@
-"""The Europarl it→en length curve and reversal at 20,000 steps a model, one session at a time.
+"""The Europarl it→en length curve and reversal at 20,000 steps a model, trained a few systems at
+a time and merged into the published results.
 
-    python benchmarks/europarl_20k.py --data DIR --only RNNsearch-50 [--threads 2] [--work DIR]
-    python benchmarks/europarl_20k.py --data DIR --only RNNsearch-50 --only 'RNNsearch reversed' --jobs 2
-    python benchmarks/europarl_20k.py --data DIR --publish-only [--work DIR]
+    python -m benchmarks.europarl_20k --data DIR --only RNNsearch-50 [--threads 2] [--work DIR]
+    python -m benchmarks.europarl_20k --data DIR --only RNNsearch-50 --only 'RNNsearch reversed' --jobs 2
+    python -m benchmarks.europarl_20k --data DIR --publish-only [--work DIR]
 
 Six models of about 2.5–4 CPU-hours each (docs/experiments.md, "Results on `europarl-it-en` at
-20,000 steps a model") are more than one session's machine can train, and a session's machine
-is not always handed to the next one with its models. So each session trains the systems it can
-finish (`--only`, repeatable, labels of the two experiments: RNNencdec-30, RNNsearch-50,
-'RNNencdec reversed', 'RNNsearch reversed', ...) with every core on them, and the systems it
-scores are merged into the committed results in docs/experiments/*-europarl-it-en-20000-steps/
-beside those of earlier sessions (kept as they were scored; the test set is the same seeded
-3,000 sentences, which the merge checks bucket by bucket). results.md and the plots are
-written again from the union.
+20,000 steps a model") are more than one machine can train in one sitting, and a machine does not
+always keep its models for the next run. So each run trains the systems it can finish (`--only`,
+repeatable, labels of the two experiments: RNNencdec-30, RNNsearch-50, 'RNNencdec reversed',
+'RNNsearch reversed', ...) with every core on them, and the systems it scores are merged into the
+committed results in docs/experiments/*-europarl-it-en-20000-steps/ beside those of earlier runs
+(kept as they were scored; the test set is the same seeded 3,000 sentences, which the merge checks
+bucket by bucket). results.md and the plots are written again from the union.
 
 DIR holds europarl_it_en/ as `rnnsearch data get europarl-it-en` and its split write it (the
 development copy: $RNNSEARCH_DATA). The recipe below is the one the committed models had; only
-the thread count differs between sessions, and it is not part of a model's identity. Prints one
+the thread count differs between runs, and it is not part of a model's identity. Prints one
 JSON object: each system now in the results, its BLEU and its 50–60 / 10–20 bucket ratio.
 """
 
@@ -29,10 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from rnnsearch.tools.experiments import _systems, _write_results  # noqa: E402
+from benchmarks.common import ROOT, print_result
+from rnnsearch.tools.experiments import experiment_systems, write_results
 
 EXPERIMENTS = ("length-curve", "reverse")
 RECIPE = ["--corpus", "europarl-it-en", "--train-sentences", "0", "--test-sentences", "3000",
@@ -62,7 +60,7 @@ def train(data: Path, work: Path, only: list[str], threads: int | None = None, j
 
 def merge(name: str, scored: dict, published: dict, rewrite) -> dict:
     """The published results of experiment `name` with the systems `scored` adds (a results.json
-    of a later session), in the experiment's order. A system scored before keeps that score."""
+    of a later run), in the experiment's order. A system scored before keeps that score."""
     if scored["test_sentences"] != published["test_sentences"] or \
             scored["steps_per_model"] != published["steps_per_model"]:
         raise SystemExit(f"{name}: the new results are of another test set or budget "
@@ -77,7 +75,7 @@ def merge(name: str, scored: dict, published: dict, rewrite) -> dict:
             raise SystemExit(f"{name}: {s['label']} was scored on other length buckets than the published "
                              f"systems ({[b['sentences'] for b in s['by_length']]} against {sizes})")
         have[s["label"]] = {**s, "scored_on": scored["scored_on"]}
-    labels = list(_systems(name))
+    labels = list(experiment_systems(name))
     merged = {**published, "systems": [have[label] for label in labels if label in have]}
     merged["not_trained"] = [label for label in labels if label not in have]
     if not merged["not_trained"]:
@@ -99,7 +97,7 @@ def publish(work: Path, data: Path, docs: Path = PUBLISHED) -> dict:
         target = published_dir(name, docs)
         published = json.loads((target / "results.json").read_text())
         merged = merge(name, json.loads(new_file.read_text()), published, rewrite)
-        _write_results(merged, target)
+        write_results(merged, target)
         for s in merged["systems"]:
             b = {x["bucket"]: x["bleu"] for x in s["by_length"]}
             long, short = b.get("50-60"), b.get("10-20")
@@ -134,7 +132,7 @@ def main() -> None:
         if not (data / "europarl_it_en").is_dir():
             raise SystemExit(f"{data / 'europarl_it_en'}: not found; give --data (or set RNNSEARCH_DATA)")
         train(data, work, args.only, args.threads, args.jobs)
-    print(json.dumps(publish(work, data), indent=1))
+    print_result(publish(work, data))
 
 
 if __name__ == "__main__":

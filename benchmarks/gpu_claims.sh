@@ -6,7 +6,7 @@
 #      (RNNencdec-30/50, RNNsearch-30/50, RNNencdec/RNNsearch reversed), every model EP_MIN minutes,
 #      scored on the whole test split (docs/experiments.md);
 #   2. Hansards fr->en and en->fr for attention AER with symmetrisation and the shift, chosen on the
-#      trial sentences (benchmarks/hansards_aer.py --both-directions; no eflomal: no network there);
+#      trial sentences (python -m benchmarks.hansards_aer --both-directions; no eflomal: no network there);
 #   3. configs/multi30k_de_en.yaml, the full-size model, to early stopping or M30_MIN minutes
 #      (benchmarks/gpu_multi30k.sh), scored on test_2016_flickr.
 # Everything it reports (JSON, tables, figures, training logs; no weights) is packed into
@@ -50,7 +50,7 @@ europarl() {
 }
 
 hansards() {
-  $PY benchmarks/hansards_aer.py --data "$DATA" --work "$WORK/hansards" --sentences "$HANS_PAIRS" \
+  $PY -m benchmarks.hansards_aer --data "$DATA" --work "$WORK/hansards" --sentences "$HANS_PAIRS" \
     --minutes "$HANS_MIN" --both-directions --skip-eflomal --device "$DEVICE" --set train.device="$DEVICE" \
     "${FAST[@]}" > "$R/hansards_aer.json" 2> "$R/hansards.log"
   echo "hansards exit $? after $(( $(date +%s) - start )) s" | tee -a "$R/times.txt"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One prepared run for a GPU machine lent for minutes (the GPU half of the speed work):
+# One prepared run for a GPU machine lent for minutes: the speed figures that need a GPU.
 #   1. the device-aware tests on the GPU (RNNSEARCH_TEST_DEVICE=cuda pytest -k device: the cuDNN
 #      encoder, the inductor-compiled time step, beam search, CUDA-graph decoding, autocast training);
-#   2. the --quick benchmark in the variants below, one JSON each, with a profile of 10 steps, each
-#      decoding twice: eagerly and with every step replayed from a CUDA graph (--cuda-graphs);
+#   2. the quick benchmark (python -m benchmarks.bench --quick) in the variants below, one JSON
+#      each, with a profile of 10 steps, each decoding twice: eagerly and with every step replayed
+#      from a CUDA graph (--cuda-graphs);
 #   3. picks the training flags the variants measured fastest (m30-flags.txt: bf16 if it beat fp32,
 #      the cuDNN encoder if it beat the loop, the compiled step if it beat eager) and, with M30=1,
 #      trains Multi30k with them through gpu_multi30k.sh (wall time to the core BLEU).
@@ -45,7 +46,7 @@ for v in $VARIANTS; do
   case ${BASH_REMATCH[4]} in -tok32k) args+=(--batch-tokens 32768) ;; -tok) args+=(--batch-tokens 8192) ;; esac
   echo "== $v: ${args[*]}"
   start=$(date +%s)
-  if timeout 200 $PY benchmarks/bench.py "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then
+  if timeout 200 $PY -m benchmarks.bench "${args[@]}" > "$OUT/quick-$v.json" 2> "$OUT/quick-$v.err"; then
     echo "$v ok in $(( $(date +%s) - start )) s"
     $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r.get(k) for k in ('train_tgt_tok_per_s','mfu','gemm_gflops','greedy_sent_per_s','beam5_seconds','peak_gpu_mb')}, r.get('profile'), r.get('cuda_graphs'))" "$OUT/quick-$v.json"
   else

@@ -1,7 +1,7 @@
 """Alignment error rate of RNNsearch attention on the Hansards NAACL-2003 gold alignments,
 next to a statistical aligner (eflomal) on the same sentences.
 
-    python benchmarks/hansards_aer.py --data DIR --work runs/hansards [--minutes 45 | --steps N]
+    python -m benchmarks.hansards_aer --data DIR --work runs/hansards [--minutes 45 | --steps N]
         [--both-directions | --agreement 1.0] [--threads 1] [--set train.device=cuda ...]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
@@ -37,13 +37,12 @@ import subprocess
 import sys
 import time
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from rnnsearch.engine.agreement import KINDS  # noqa: E402
-from rnnsearch.engine.alignment import aer, read_naacl, symmetrize  # noqa: E402
+from benchmarks.common import ROOT, print_result
+from rnnsearch.engine.agreement import KINDS
+from rnnsearch.engine.alignment import aer, read_naacl, symmetrize
 
 ELISIONS = {"c": "ce", "d": "de", "j": "je", "l": "le", "m": "me", "n": "ne", "s": "se", "t": "te",
             "qu": "que", "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique"}
@@ -257,8 +256,6 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     start = time.time()
     # the two directions train at once, each a process of its own (--threads threads each)
-    from concurrent.futures import ThreadPoolExecutor
-
     jobs = [(model, "fr", "en")] + ([(reverse, "en", "fr")] if args.both_directions else [])
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: train_model(job[0], paths, job[1], job[2], args, env), jobs))
@@ -272,7 +269,7 @@ def main() -> None:
         result["agreement"] = {"weight": args.agreement, "loss": args.agreement_loss}
     if not args.skip_eflomal:
         result["eflomal"] = eflomal_aer(work, paths, data)
-    print(json.dumps(result, indent=1))
+    print_result(result)
 
 
 if __name__ == "__main__":

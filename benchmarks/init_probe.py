@@ -1,7 +1,7 @@
 """The notebook's reversal models under one initialisation: what each claim measures (JSON line).
 
-    python benchmarks/init_probe.py --seed 3 --init uniform --epochs 30 --arch rnnsearch
-    python benchmarks/init_probe.py --seed 1 --init paper --epochs 40 --arch rnnencdec
+    python -m benchmarks.init_probe --seed 3 --init uniform --epochs 30 --arch rnnsearch
+    python -m benchmarks.init_probe --seed 1 --init paper --epochs 40 --arch rnnencdec
 
 Trains what notebooks/bahdanau_attention.ipynb trains (the tiny preset on 3,000 reversal
 sequences of 3-16 words over 20 words, Adam 0.01, batches of 64) with the given seed,

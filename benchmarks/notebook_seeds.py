@@ -1,7 +1,7 @@
 """Run the learners' notebook over seeds and thread counts; its asserts are the checks (JSON out).
 
-    python benchmarks/notebook_seeds.py --seeds 1 2 3 --threads 1 2 > notebook_seeds.json
-    python benchmarks/notebook_seeds.py --replace 'init="uniform")' 'init="paper")' ...  # a variant
+    python -m benchmarks.notebook_seeds --seeds 1 2 3 --threads 1 2 > notebook_seeds.json
+    python -m benchmarks.notebook_seeds --replace 'init="uniform")' 'init="paper")' ...  # a variant
 
 Each run executes notebooks/bahdanau_attention.ipynb top to bottom in a fresh kernel with
 SEED = N (the seed of every model it trains) and OMP_NUM_THREADS = T, sequentially. A run passes
@@ -11,20 +11,17 @@ when every cell, and so every assert, ran; its printed figures are kept for the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import nbclient
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo_seeds import cpu_model  # noqa: E402
+from benchmarks.common import ROOT, cpu_name, print_result
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "bahdanau_attention.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "bahdanau_attention.ipynb"
 SEED_LINE = "SEED = 1  #"
 
 
@@ -67,8 +64,7 @@ def main() -> None:
             runs.append(r)
             outcome = "passed" if r["passed"] else "FAILED " + str(r["error"])
             print(f"seed {seed} threads {threads}: {outcome} in {r['seconds']} s", file=sys.stderr)
-    print(json.dumps({"machine": cpu_model(), "date": time.strftime("%Y-%m-%d"), "runs": runs},
-                     ensure_ascii=False, indent=1))
+    print_result({"machine": cpu_name(), "date": time.strftime("%Y-%m-%d"), "runs": runs}, ensure_ascii=False)
 
 
 if __name__ == "__main__":

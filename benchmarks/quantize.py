@@ -1,6 +1,6 @@
 """int8 (and bf16) decoding against fp32, side by side on one trained model: sentences/s and BLEU.
 
-    python benchmarks/quantize.py --model runs/multi30k_de_en_cpu \
+    python -m benchmarks.quantize --model runs/multi30k_de_en_cpu \
         --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz \
         [--kinds fp32 int8 bf16]
 
@@ -14,22 +14,16 @@ decoding", has the figures.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from demo_seeds import cpu_model  # noqa: E402
-
-import rnnsearch  # noqa: E402
-from rnnsearch.engine.evaluate import score_corpus  # noqa: E402
-from rnnsearch.io import read_aligned  # noqa: E402
+import rnnsearch
+from benchmarks.common import cpu_name, print_result
+from rnnsearch.engine.evaluate import score_corpus
+from rnnsearch.io import read_aligned
 
 # kind -> (what rnnsearch.load quantizes, the precision translate runs in)
 KINDS = {"fp32": ("none", "fp32"), "int8": ("int8", "fp32"), "bf16": ("none", "bf16")}
@@ -65,7 +59,7 @@ def main() -> None:
                 seconds[kind, beam].append(time.perf_counter() - start)
                 hyps[kind, beam] = [t.text for t in out]
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
-                    "rounds": args.rounds, "machine": cpu_model(), "torch": torch.__version__,
+                    "rounds": args.rounds, "machine": cpu_name(), "torch": torch.__version__,
                     "quantized_engine": torch.backends.quantized.engine,
                     "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
     for beam in args.beams:
@@ -80,7 +74,7 @@ def main() -> None:
                              bleu_delta=round(row[kind]["bleu"] - row["fp32"]["bleu"], 2),
                              identical_translations=round(same / max(len(src), 1), 3))
         result[f"beam{beam}"] = row
-    print(json.dumps(result, indent=1))
+    print_result(result)
 
 
 if __name__ == "__main__":

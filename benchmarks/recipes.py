@@ -1,9 +1,9 @@
 """Training recipes on Multi30k De→En compared at equal wall-clock: BLEU against minutes (JSON out).
 
-    python benchmarks/recipes.py --minutes 2 5 --variant paper model.init=paper \
+    python -m benchmarks.recipes --minutes 2 5 --variant paper model.init=paper \
         --variant uniform model.init=uniform --work runs/recipes > recipes.json
 
-Every variant starts from the side-by-side benchmark's model (bench.py's BENCH_CONFIG: emb,
+Every variant starts from the side-by-side benchmark's model (common.BENCH_CONFIG: emb,
 hidden and alignment 256, maxout 512, BPE 8k, Adam 1e-3, batches of 64 sentences, no dropout)
 with its own ``KEY=VALUE`` overrides, and trains in a process of its own with `--threads`
 threads and no validation. At each of `--minutes` (training wall-clock, accumulated over
@@ -22,11 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import BENCH_CONFIG, DEFAULT_MULTI30K, _find  # noqa: E402
-from demo_seeds import cpu_model  # noqa: E402
-
-from rnnsearch.config import merge_dicts  # noqa: E402
+from benchmarks.common import BENCH_CONFIG, DEFAULT_MULTI30K, cpu_name, find, has_multi30k, print_result
+from rnnsearch.config import merge_dicts
 
 
 def run(cmd: list[str], log: Path, threads: int) -> str:
@@ -44,7 +41,7 @@ def variant(name: str, overrides: list[str], args, corpus: Path) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cfg = merge_dicts(BENCH_CONFIG, {
         "model_dir": str(model),
-        "data": {"train_src": str(_find(corpus, "train.de")), "train_tgt": str(_find(corpus, "train.en")),
+        "data": {"train_src": str(find(corpus, "train.de")), "train_tgt": str(find(corpus, "train.en")),
                  "max_len": 80},
         "train": {"max_epochs": 0, "valid_every": 0, "log_every": 50, "progress": False, "tensorboard": False,
                   "threads": args.threads, "seed": args.seed},
@@ -52,7 +49,7 @@ def variant(name: str, overrides: list[str], args, corpus: Path) -> dict:
     path = work / "config.yaml"
     path.write_text(json.dumps(cfg, indent=1))  # JSON is YAML
     sets = [x for kv in overrides for x in ("--set", kv)]
-    test = [_find(corpus, "test_2016_flickr.de"), _find(corpus, "test_2016_flickr.en")]
+    test = [find(corpus, "test_2016_flickr.de"), find(corpus, "test_2016_flickr.en")]
     points = []
     for k, minutes in enumerate(args.minutes):
         limit = ["--set", f"train.max_minutes={minutes}"]
@@ -83,14 +80,14 @@ def main() -> None:
     if args.minutes != sorted(args.minutes):
         ap.error("--minutes must be ascending")
     corpus = Path(args.corpus)
-    if not (corpus / "train.de.gz").exists() and not (corpus / "train.de").exists():
+    if not has_multi30k(corpus):
         raise SystemExit(f"recipes: {corpus} holds no Multi30k (run: rnnsearch data get multi30k, "
                          "or give --corpus / set RNNSEARCH_DATA)")
     started = time.time()
     results = {name: variant(name, overrides, args, corpus) for name, *overrides in args.variant}
-    print(json.dumps({"machine": cpu_model(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads,
-                      "seed": args.seed, "base": BENCH_CONFIG, "command": " ".join(sys.argv),
-                      "seconds": round(time.time() - started), "variants": results}, indent=1))
+    print_result({"machine": cpu_name(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads,
+                  "seed": args.seed, "base": BENCH_CONFIG, "command": " ".join(sys.argv),
+                  "seconds": round(time.time() - started), "variants": results})
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
-"""Load test of `rnnsearch serve` on the loopback interface; prints JSON.
+"""Load test of `rnnsearch serve` on the loopback interface: throughput, latency percentiles,
+overload and bad requests; prints JSON.
 
 Starts the server as a subprocess for each setting, then C concurrent clients each send R
-requests of one sentence (1-60 words: the demo grammar with 1-5 clauses, unless --input) and
-we record throughput and latency percentiles. Settings compared side by side in one run:
-server-side batching (--max-batch 32) against none (--max-batch 1); then an overload phase with
-a small queue, where the only errors allowed are deliberate 503s with Retry-After; then a
-battery of bad requests mixed into load, each of which must get its expected status while the
-server stays healthy.
+requests of one sentence (1-60 words: the built-in English→Chinese corpus's grammar with 1-5
+clauses, unless --input) and we record throughput and latency percentiles. Settings compared
+side by side in one run: server-side batching (--max-batch 32) against none (--max-batch 1);
+then an overload phase with a small queue, where the only errors allowed are deliberate 503s
+with Retry-After; then a battery of bad requests mixed into load, each of which must get its
+expected status while the server stays healthy.
 
-    python benchmarks/serve_load.py --model rnnsearch-demo
+    python -m benchmarks.serve_load --model rnnsearch-demo
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+
+from benchmarks.common import cpu_name, print_result
+from rnnsearch.tools.democorpus import generate
 
 BAD = [  # (body, expected status)
     (b"{not json", 400), (b"[1]", 422), (b"{}", 422), (b'{"text": 5}', 422), (b'{"text": ""}', 422),
@@ -130,15 +134,12 @@ def main() -> None:
         with open(args.input, encoding="utf-8") as f:
             sentences = [line.strip() for line in f if line.strip()]
     else:
-        sys.path.insert(0, "src")
-        from rnnsearch.tools.democorpus import generate
-
         sentences = [" ".join(p.src) for p in generate(500, seed=99, min_clauses=1, max_clauses=5)]
     lengths = sorted(len(s.split()) for s in sentences)
     report = {"model": args.model, "clients": args.clients, "requests_per_client": args.requests,
               "beam": args.beam, "sentence_words": {"min": lengths[0], "median": lengths[len(lengths) // 2],
                                                    "max": lengths[-1]},
-              "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+              "machine": {"cpus": os.cpu_count(), "processor": cpu_name(),
                           "python": platform.python_version()},
               "date": time.strftime("%Y-%m-%d"), "runs": {}}
     for batch in [int(b) for b in args.batches.split(",")]:
@@ -156,12 +157,18 @@ def main() -> None:
         run = run_load(server.url, sentences, args.clients * 2, max(5, args.requests // 5), args.beam)
         report["overload_max_queue_8"] = run
 
-    # bad requests interleaved with load: each must get its status, the server must stay up
-    with Server(args.model) as server:
+    report["bad_requests"] = bad_requests(args.model, sentences, args.beam)
+    print_result(report)
+
+
+def bad_requests(model: str, sentences: list[str], beam: int) -> dict:
+    """Every kind of bad request (BAD) ten times, interleaved with good load: each must get its
+    status, and the server must stay up."""
+    with Server(model) as server:
         expected_ok = True
         counts: dict[str, int] = {}
         with ThreadPoolExecutor(8) as pool:
-            good = pool.submit(run_load, server.url, sentences, 4, 10, args.beam)
+            good = pool.submit(run_load, server.url, sentences, 4, 10, beam)
             for _ in range(10):
                 for raw, want in BAD:
                     got = post(server.url + "/translate", raw)[0]
@@ -170,11 +177,9 @@ def main() -> None:
             load = good.result()
         with urllib.request.urlopen(server.url + "/health", timeout=10) as r:
             healthy = r.status == 200
-        report["bad_requests"] = {"sent": 10 * len(BAD), "kinds": len(BAD), "statuses": counts,
-                                  "all_as_expected": expected_ok, "server_healthy_after": healthy,
-                                  "concurrent_good_requests": load["statuses"],
-                                  "server_rss_mb": server.rss_mb()}
-    print(json.dumps(report, indent=1))
+        return {"sent": 10 * len(BAD), "kinds": len(BAD), "statuses": counts,
+                "all_as_expected": expected_ok, "server_healthy_after": healthy,
+                "concurrent_good_requests": load["statuses"], "server_rss_mb": server.rss_mb()}
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
     python docs/make_figures.py --demo rnnsearch-demo/model --tatoeba runs/tatoeba_en_zh
 
 needs the two trained models (`rnnsearch demo`; the Tatoeba commands of the guide's stop 10) and
-writes docs/figures/guide/, and the structure figure to docs/figures/structure.png (one copy, which
-docs/guide.md and docs/alignment.md both show). Every command below appears in docs/guide.md with the default paths
-(tests/test_docs.py checks that, and runs this script on tiny models), so what the guide tells a
-reader to type is what made its figures. The experiment plots the guide shows are made by
+writes docs/figures/guide/, and the structure figure to docs/figures/structure.png (one copy,
+which docs/guide.md and docs/alignment.md both show). Every command below appears in docs/guide.md
+with the default paths (tests/test_docs.py checks that, and runs this script on tiny models), so
+what the guide tells a reader to type is what made its figures. The experiment plots the guide
+shows are made by
 `rnnsearch experiment ...` and live in docs/experiments/.
 """
 

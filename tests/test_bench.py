@@ -1,20 +1,27 @@
 """benchmarks/: the FLOP count behind `mfu`, and the anchors' log formats the side-by-side run reads."""
 
+import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import TOY, random_batch
+from test_model import teacher_inputs
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import anchors  # noqa: E402
-import bench  # noqa: E402
-from conftest import random_batch  # noqa: E402
-from test_model import teacher_inputs  # noqa: E402
+from benchmarks import anchors, bench, common, curve, europarl_20k, hansards_aer
+from rnnsearch.config import ModelConfig
+from rnnsearch.nn.model import build_model
+from rnnsearch.tools.experiments import run_experiment
+from rnnsearch.tools.toy import toy_pairs
 
-from rnnsearch.config import ModelConfig  # noqa: E402
-from rnnsearch.nn.model import build_model  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
@@ -82,12 +89,6 @@ def test_quick_reads_the_corpus_it_is_given_and_refuses_a_missing_one(tmp_path):
 
 
 def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
-    import os
-    import tempfile
-    import time
-
-    import curve
-
     points = [2.0, 5.0]
     with tempfile.TemporaryDirectory() as tmp:
         start = time.time() - 600  # the run started ten minutes ago
@@ -122,9 +123,7 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
 
 
 def test_opennmt_config_takes_a_dropout(tmp_path):
-    import json
-
-    sizes = dict(bench.SIZES)
+    sizes = dict(common.SIZES)
     plain = json.loads(anchors.opennmt_config(tmp_path / "a", tmp_path, 10, sizes).read_text())
     dropped_path = anchors.opennmt_config(tmp_path / "b", tmp_path, 10, {**sizes, "dropout": 0.3})
     dropped = json.loads(dropped_path.read_text())
@@ -132,8 +131,6 @@ def test_opennmt_config_takes_a_dropout(tmp_path):
 
 
 def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(reverse_model, tmp_path):
-    import hansards_aer
-
     # the toy model reverses its input, and so does "the other direction": the gold links are the
     # anti-diagonal, which its attention finds
     pairs = {"trial": ["w1 w2 w3", "w4 w5 w6 w7"], "test": ["w2 w4 w6", "w7 w3 w5 w1 w8"]}
@@ -161,21 +158,14 @@ def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(revers
 
 
 def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_path):
-    import json
-    import subprocess
-
-    from conftest import TOY
-
-    from rnnsearch.tools.toy import toy_pairs
-
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     sources, targets = toy_pairs(12, "reverse", seed=5, **TOY)
     src.write_text("".join(s + "\n" for s in sources))
     ref.write_text("".join(t + "\n" for t in targets))
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "quantize.py"
-    out = subprocess.run([sys.executable, str(script), "--model", str(reverse_model), "--src", str(src),
-                          "--ref", str(ref), "--rounds", "2", "--beams", "1", "--kinds", "bf16", "int8"],
-                         capture_output=True, text=True, check=True)
+    # run as the docs run it: a module of the benchmarks package, from the repository root
+    out = subprocess.run([sys.executable, "-m", "benchmarks.quantize", "--model", str(reverse_model),
+                          "--src", str(src), "--ref", str(ref), "--rounds", "2", "--beams", "1",
+                          "--kinds", "bf16", "int8"], cwd=ROOT, capture_output=True, text=True, check=True)
     row = json.loads(out.stdout)["beam1"]
     assert list(row) == ["fp32", "bf16", "int8"]  # the baseline first, then the kinds asked for
     assert "speedup" not in row["fp32"]
@@ -185,15 +175,8 @@ def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_pat
 
 
 def test_europarl_sessions_merge_into_the_published_results(tmp_path):
-    """benchmarks/europarl_20k.py: systems scored by a later session join the published ones in
-    the experiment's order, with its paths rewritten; another test set is refused."""
-    import json
-    import shutil
-
-    import europarl_20k
-
-    from rnnsearch.tools.experiments import run_experiment
-
+    """benchmarks.europarl_20k: systems scored by a later run join the published ones in the
+    experiment's order, with its paths rewritten; another test set is refused."""
     kw = dict(corpus="synthetic", steps=3, train_sentences=150, seed=2, test_sentences=6)
     run_experiment("reverse", out_dir=tmp_path / "first", only=["RNNsearch"], **kw)
     run_experiment("reverse", out_dir=tmp_path / "later", only=["RNNencdec"], **kw)

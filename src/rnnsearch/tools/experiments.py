@@ -1,4 +1,4 @@
-"""``rnnsearch experiment``: the seeds' claims, one command each.
+"""``rnnsearch experiment``: controlled comparisons of attention models, one command each.
 
     length-curve  RNNencdec-30/-50 vs RNNsearch-30/-50 by source length (paper Figure 2)
     reverse       reversed source input for RNNencdec and RNNsearch (Sutskever et al. 2014)
@@ -39,8 +39,9 @@ CORPORA = ("synthetic", "europarl-it-en", "multi30k-de-en")
 SIZE = {"emb": 128, "hidden": 128, "align": 128, "maxout": 128}
 
 
-def _systems(name: str) -> dict[str, dict]:
-    """Model name -> what sets it apart: architecture, score function, max_len, reversed source.
+def experiment_systems(name: str) -> dict[str, dict]:
+    """The systems of experiment `name` (one of NAMES): label -> what sets it apart (architecture,
+    score function, max_len, reversed source), as config keys merged into every model's base.
 
     Every system names all four, so equal models of different experiments have equal
     definitions and share one trained model.
@@ -243,8 +244,9 @@ def _score_system(label: str, model_dir: Path, src: list[str], ref: list[str], b
     return entry
 
 
-def _write_results(results: dict, out: Path) -> None:
-    """Write results.json, results.md, by_length.png and training_curves.png into `out`."""
+def write_results(results: dict, out: Path) -> None:
+    """Write an experiment's results (as :func:`run_experiments` returns them, or merged from
+    several runs) into `out`: results.json, results.md, by_length.png and training_curves.png."""
     from rnnsearch.tools.plotting import plot_length_curves, plot_training_curves
 
     name, corpus = results["experiment"], results["corpus"]
@@ -292,34 +294,14 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
     written, and the rest listed under ``not_trained``; a later full run writes over them.
     `only` (system labels, e.g. ``RNNsearch-50``) trains just those systems' models — a long run
     shared out between machines or sessions — and scores them with whichever others have finished."""
-    bad = [n for n in names if n not in NAMES]
-    if bad or not names:
-        raise DataError(f"unknown experiment {', '.join(map(repr, bad)) or '(none)'} "
-                        f"(choose from {', '.join(NAMES)})")
-    if steps < 0 or (not steps and minutes <= 0) or jobs < 1:
-        raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps}) "
-                        f"and jobs at least 1 (got {jobs})")
+    _check_arguments(names, minutes, steps, jobs)
     root = Path(out_dir or f"experiments/{corpus}")
     paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
-    src, ref = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
+    test = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
     base = apply_overrides(_base(corpus, paths, minutes, steps, seed), list(overrides))
     config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training
-    plan: dict[str, dict[str, Path]] = {n: {} for n in names}  # experiment -> label -> pool directory
-    models: dict[Path, dict] = {}
-    for n in names:
-        for label, system in _systems(n).items():
-            raw = merge_dicts(base, system)
-            model_dir = root / "models" / _model_name(raw)  # named before the threads: the same model
-            raw["model_dir"] = str(model_dir)
-            if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
-                raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
-            plan[n][label], models[model_dir] = model_dir, raw
-    labels = {label: d for n in names for label, d in plan[n].items()}
-    unknown = [label for label in only if label not in labels]
-    if unknown:
-        raise DataError(f"no system {', '.join(map(repr, unknown))} in {', '.join(names)} "
-                        f"(choose from {', '.join(map(repr, labels))})")
-    chosen = {labels[label] for label in only} if only else set(models)
+    plan, models = _plan(names, base, root, jobs)
+    chosen = _chosen(plan, names, only)
     trained = {d: 0.0 for d in models}
     if train:
         trained.update(_train_pool({d: raw for d, raw in models.items() if d in chosen}, jobs))
@@ -327,27 +309,75 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
     if not train and not done:  # scoring what has finished, and nothing has
         raise DataError(f"{root / 'models'}: no model of {', '.join(names)} has finished training "
                         f"yet (of {', '.join(d.name for d in models)})")
-    scored: dict[Path, dict] = {}
-    out = []
-    for n in names:
-        results: dict[str, Any] = {
-            "experiment": n, "corpus": corpus, "seed": seed,
+    head = {"corpus": corpus, "seed": seed,
             **({"steps_per_model": steps} if steps else {"minutes_per_model": minutes}),
             "overrides": list(overrides), "jobs": jobs, "scored_on": _machine_text(),
-            "test_sentences": len(src), "train_data": paths["train.src"], "systems": []}
-        if done != set(models):
-            results["not_trained"] = [label for label, d in plan[n].items() if d not in done]
-        for label, model_dir in plan[n].items():
-            if model_dir not in done:
-                continue
-            if model_dir not in scored:
-                scored[model_dir] = _score_system(label, model_dir, src, ref, buckets, trained[model_dir])
-                log.info("%s: BLEU %.2f", label, scored[model_dir]["bleu"])
-            results["systems"].append({**scored[model_dir], "label": label})
+            "test_sentences": len(test[0]), "train_data": paths["train.src"]}
+    scored: dict[Path, dict] = {}  # pool directory -> its scores: a model shared by experiments once
+    out = []
+    for n in names:
+        results = _score_experiment(n, head, plan[n], done, done == set(models), scored, test, buckets,
+                                    trained)
         if results["systems"]:
-            _write_results(results, root / n)
+            write_results(results, root / n)
         out.append(results)
     return out
+
+
+def _check_arguments(names: Sequence[str], minutes: float, steps: int, jobs: int) -> None:
+    """Known experiments, a positive budget and at least one job, or a DataError saying what is wrong."""
+    bad = [n for n in names if n not in NAMES]
+    if bad or not names:
+        raise DataError(f"unknown experiment {', '.join(map(repr, bad)) or '(none)'} "
+                        f"(choose from {', '.join(NAMES)})")
+    if steps < 0 or (not steps and minutes <= 0) or jobs < 1:
+        raise DataError(f"the training budget must be positive (minutes {minutes}, steps {steps}) "
+                        f"and jobs at least 1 (got {jobs})")
+
+
+def _plan(names: Sequence[str], base: dict, root: Path,
+          jobs: int) -> tuple[dict[str, dict[str, Path]], dict[Path, dict]]:
+    """Each experiment's systems with the pool directory of each (experiment -> label -> directory),
+    and the raw config of every pool model, a model shared by experiments once."""
+    plan: dict[str, dict[str, Path]] = {n: {} for n in names}
+    models: dict[Path, dict] = {}
+    for n in names:
+        for label, system in experiment_systems(n).items():
+            raw = merge_dicts(base, system)
+            model_dir = root / "models" / _model_name(raw)  # named before the threads: the same model
+            raw["model_dir"] = str(model_dir)
+            if jobs > 1 and not raw["train"].get("threads"):  # a share of the cores each, not all each
+                raw["train"] = {**raw["train"], "threads": max(1, (os.cpu_count() or 1) // jobs)}
+            plan[n][label], models[model_dir] = model_dir, raw
+    return plan, models
+
+
+def _chosen(plan: dict[str, dict[str, Path]], names: Sequence[str], only: Sequence[str]) -> set[Path]:
+    """The pool directories of the systems `only` names (every one if it names none)."""
+    labels = {label: d for n in names for label, d in plan[n].items()}
+    unknown = [label for label in only if label not in labels]
+    if unknown:
+        raise DataError(f"no system {', '.join(map(repr, unknown))} in {', '.join(names)} "
+                        f"(choose from {', '.join(map(repr, labels))})")
+    return {labels[label] for label in only} if only else {d for n in names for d in plan[n].values()}
+
+
+def _score_experiment(name: str, head: dict, plan: dict[str, Path], done: set[Path], all_done: bool,
+                      scored: dict[Path, dict], test: tuple[list[str], list[str]], buckets,
+                      trained: dict[Path, float]) -> dict:
+    """Experiment `name`'s results: `head`, its finished systems scored (each pool model once,
+    kept in `scored`) and, unless every model has finished, the systems not trained yet."""
+    results: dict[str, Any] = {"experiment": name, **head, "systems": []}
+    if not all_done:
+        results["not_trained"] = [label for label, d in plan.items() if d not in done]
+    for label, model_dir in plan.items():
+        if model_dir not in done:
+            continue
+        if model_dir not in scored:
+            scored[model_dir] = _score_system(label, model_dir, *test, buckets, trained[model_dir])
+            log.info("%s: BLEU %.2f", label, scored[model_dir]["bleu"])
+        results["systems"].append({**scored[model_dir], "label": label})
+    return results
 
 
 def _machine_text() -> str:

@@ -1,0 +1,11 @@
+"""Benchmarks of rnnsearch: speed beside JoeyNMT and OpenNMT-py, time to BLEU, quantised decoding,
+serving under load, alignment error rates, and runs of the demo and the notebook over seeds.
+
+Each script is a module of this package, run from the repository root with rnnsearch installed
+(``pip install -e .``)::
+
+    python -m benchmarks.NAME --help
+
+`benchmarks.common` holds what several scripts share: the benchmark model's config, the Multi30k
+corpus, the machine's description and the JSON output.
+"""
