@@ -7,8 +7,7 @@ writes docs/figures/guide/, and the structure figure to docs/figures/structure.p
 which docs/guide.md and docs/alignment.md both show). Every command below appears in docs/guide.md
 with the default paths (tests/test_docs.py checks that, and runs this script on tiny models), so
 what the guide tells a reader to type is what made its figures. The experiment plots the guide
-shows are made by
-`rnnsearch experiment ...` and live in docs/experiments/.
+shows are made by `rnnsearch experiment ...` and live in docs/experiments/.
 """
 
 from __future__ import annotations

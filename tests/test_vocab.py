@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from rnnsearch.config import VocabConfig
+from rnnsearch.engine.data import normalize
 from rnnsearch.engine.vocab import (
     BOS,
     EOS,
@@ -13,6 +14,7 @@ from rnnsearch.engine.vocab import (
     SPECIALS,
     UNK,
     SentencePiece,
+    WordCache,
     WordVocab,
     build_tokenizers,
     load_tokenizers,
@@ -231,3 +233,27 @@ def test_save_and_load_tokenizers(tmp_path, kind, joint):
         assert src2.encode(text) == src_tok.encode(text)
     for text in TGT:
         assert tgt2.encode(text) == tgt_tok.encode(text)
+
+
+# Characters that Unicode normalisation changes, some into two words (¨ -> space + diaeresis, ½ -> 1⁄2,
+# the ﬁ ligature, full-width letters, a decomposed é), beside ordinary ones
+TRICKY = ["¨", "½", "ﬁ", "Ｔ", "ｅ", "e\u0301", "\u0301", "ß", "İ", "ǅ", "①", "™", "\u200d", "…", "ｶ"]
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_word_cache_encodes_sentences_exactly_as_sentencepiece(kind, byte_fallback):
+    rng = random.Random(5)
+    letters = list("abcdefghijklmnopqrstuvwxyzäöüéèçñ") + TRICKY
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 7))) for _ in range(300)]
+    text = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(600)]
+    tok = SentencePiece.build([normalize(s) for s in text[:400]], 600, kind, byte_fallback=byte_fallback)
+    cache = WordCache(tok)
+    for sentence in map(normalize, text):  # the held-out 200 have words the model never saw
+        assert cache.encode(sentence) == tok.encode(sentence), sentence
+    assert 0 < len(cache.words) < len(words)  # words with a tricky character are never cached
+    cache = WordCache(tok)
+    cache.LIMIT = 2
+    few = [normalize(s) for s in text[:50]]
+    assert [cache.encode(s) for s in few] == [tok.encode(s) for s in few]
+    assert len(cache.words) <= 2

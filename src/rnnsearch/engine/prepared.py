@@ -49,7 +49,7 @@ from typing import Any, Optional
 import numpy as np
 
 from rnnsearch.engine.data import Example, normalize
-from rnnsearch.engine.vocab import SPECIALS, SentencePiece, WordVocab
+from rnnsearch.engine.vocab import SPECIALS, SentencePiece, WordCache, WordVocab
 from rnnsearch.io import DataError, count_lines, decode_block, iter_line_blocks
 
 log = logging.getLogger("rnnsearch")
@@ -209,13 +209,18 @@ def _tokenizer(spec: tuple[str, bytes]) -> WordVocab | SentencePiece:
     return SentencePiece(data)
 
 
+def _fast(tok: WordVocab | SentencePiece) -> WordVocab | SentencePiece | WordCache:
+    """The tokenizer, a sentencepiece model with a cache of the words it has encoded (same ids)."""
+    return WordCache(tok) if isinstance(tok, SentencePiece) else tok
+
+
 class _Encoder:
     """ParallelData.encode for one chunk at a time, into arrays instead of Example objects."""
 
     def __init__(self, job: _Job):
         self.job = job
-        self.src_tok = _tokenizer(job.src_spec)
-        self.tgt_tok = self.src_tok if job.tgt_spec == job.src_spec else _tokenizer(job.tgt_spec)
+        self.src_tok = _fast(_tokenizer(job.src_spec))
+        self.tgt_tok = self.src_tok if job.tgt_spec == job.src_spec else _fast(_tokenizer(job.tgt_spec))
 
     def __call__(self, chunk: _Chunk) -> _Encoded:
         srcs, tgts = _chunk_texts(self.job.files, chunk)
