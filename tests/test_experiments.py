@@ -51,7 +51,7 @@ def test_experiments_on_a_corpus_share_their_models(tmp_path):
 
 
 def test_real_corpus_splits_are_seeded_subsamples(tmp_path):
-    from rnnsearch.tools.experiments import _corpus
+    from rnnsearch.tools.experiments import corpus_splits
 
     root = tmp_path / "data" / "multi30k"
     root.mkdir(parents=True)
@@ -59,17 +59,17 @@ def test_real_corpus_splits_are_seeded_subsamples(tmp_path):
         for lang in ("de", "en"):
             (root / f"{split}.{lang}.gz").write_bytes(
                 __import__("gzip").compress("".join(f"{lang} {split} {i}\n" for i in range(n)).encode()))
-    paths = _corpus("multi30k-de-en", tmp_path / "exp", tmp_path / "data", train_sentences=20, seed=1,
+    paths = corpus_splits("multi30k-de-en", tmp_path / "exp", tmp_path / "data", train_sentences=20, seed=1,
                     test_sentences=0, valid_sentences=10)
     assert paths["test.src"].endswith("test_2016_flickr.de.gz")  # 0: the whole split
     src = open(paths["train.src"]).read().splitlines()
     tgt = open(paths["train.tgt"]).read().splitlines()
     assert len(src) == 20 and [s.split()[-1] for s in src] == [t.split()[-1] for t in tgt]  # still aligned
     assert len(open(paths["valid.src"]).read().splitlines()) == 10
-    again = _corpus("multi30k-de-en", tmp_path / "exp2", tmp_path / "data", train_sentences=20, seed=1,
+    again = corpus_splits("multi30k-de-en", tmp_path / "exp2", tmp_path / "data", train_sentences=20, seed=1,
                     test_sentences=0, valid_sentences=10)
     assert open(again["train.src"]).read() == "\n".join(src) + "\n"
-    other = _corpus("multi30k-de-en", tmp_path / "exp", tmp_path / "data", train_sentences=30, seed=1,
+    other = corpus_splits("multi30k-de-en", tmp_path / "exp", tmp_path / "data", train_sentences=30, seed=1,
                     test_sentences=0, valid_sentences=10)
     assert other["train.src"] != paths["train.src"]  # another sample is another file (and other models)
 

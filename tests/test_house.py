@@ -79,9 +79,10 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
 
 
 def test_benchmarks_import_as_a_package_without_editing_sys_path():
+    edits = ["sys.path." + verb for verb in ("insert", "append")]  # spelled so as not to match here
     for path in tracked("benchmarks/*.py", "tests/*.py"):
         text = path.read_text(encoding="utf-8")
-        assert "sys.path.insert" not in text and "sys.path.append" not in text, path.name
+        assert not any(edit in text for edit in edits), path.name
     for path in tracked("benchmarks/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and not node.module.startswith("__"):

@@ -2,13 +2,17 @@
 
     vocab.py        tokenisers (sentencepiece or the paper's word lists) with shared reserved ids
     data.py         reading parallel text, batching (the paper's sort-by-length or buckets)
+    prepared.py     corpora encoded once, in parallel, into memory-mapped arrays
     checkpoint.py   model directories: weights, config, vocabularies, resumable state
     distributed.py  the device and, under torchrun, the process group
     precision.py    `precision: auto`: bf16 only where it measures faster here
     translate.py    Translator: sentences to translations, with attention
+    quantize.py     int8 decoding: the decoder's per-word products as dynamic int8 products
+    graphs.py       CUDA-graph decoding: each decoding step replayed from a captured graph
     evaluate.py     BLEU and chrF (sacrebleu), by length bucket
     alignment.py    attention as word alignment: links, symmetrisation, AER
-    train.py        the training loop
+    train.py        the training loop (Trainer)
+    agreement.py    AgreementTrainer: both directions trained together to agree on attention
 
 Imports run downwards only: engine/ uses nn/ and the root modules, never tools/.
 """

@@ -95,7 +95,7 @@ class _Chunk:
     blocks: tuple[bytes, ...]
 
 
-def _read_chunks(files: ParallelFiles, size: int) -> Iterator[_Chunk]:
+def read_chunks(files: ParallelFiles, size: int) -> Iterator[_Chunk]:
     """The corpus `size` pairs at a time. Line counts that differ raise a placeholder DataError:
     `_first_input_error` finds the message read_parallel gives."""
     if files.tsv is not None:
@@ -117,7 +117,7 @@ def _read_chunks(files: ParallelFiles, size: int) -> Iterator[_Chunk]:
         raise mismatch
 
 
-def _chunk_texts(files: ParallelFiles, chunk: _Chunk) -> tuple[list[str], list[str]]:
+def chunk_texts(files: ParallelFiles, chunk: _Chunk) -> tuple[list[str], list[str]]:
     """A chunk's source and target lines as read_parallel returns them."""
     if files.tsv is not None:
         return _split_tsv(decode_block(chunk.blocks[0], files.tsv, chunk.start + 1), files.tsv, chunk.start)
@@ -223,7 +223,7 @@ class _Encoder:
         self.tgt_tok = self.src_tok if job.tgt_spec == job.src_spec else _fast(_tokenizer(job.tgt_spec))
 
     def __call__(self, chunk: _Chunk) -> _Encoded:
-        srcs, tgts = _chunk_texts(self.job.files, chunk)
+        srcs, tgts = chunk_texts(self.job.files, chunk)
         return self.encode(srcs, tgts, chunk.start)
 
     def encode(self, srcs: list[str], tgts: list[str], start: int) -> _Encoded:
@@ -265,7 +265,7 @@ def _encode_in_worker(chunk: _Chunk) -> _Encoded:
 def _encoded_chunks(job: _Job, workers: int, chunk_pairs: int) -> Generator[_Encoded, None, None]:
     """The corpus's chunks encoded, in corpus order, in `workers` processes (in this one for
     workers=1 or a corpus of one chunk, where a pool would only cost its start)."""
-    chunks = _read_chunks(job.files, chunk_pairs)
+    chunks = read_chunks(job.files, chunk_pairs)
     head = list(islice(chunks, 2))
     if workers == 1 or len(head) < 2:
         yield from map(_Encoder(job), chain(head, chunks))
@@ -296,7 +296,7 @@ def _pooled(job: _Job, chunks: Iterator[_Chunk], workers: int) -> Iterator[_Enco
 # --------------------------------------------------------------------------- writing
 
 
-class _NpyWriter:
+class NpyWriter:
     """A 1-D .npy file written by appending: the header is rewritten with the final length at
     the end (numpy pads a header so that any length fits in place)."""
 
@@ -330,7 +330,7 @@ class _SplitWriter:
 
     def __init__(self, folder: Path, dtype: str, stack: ExitStack):
         types = {"src.tokens": dtype, "tgt.tokens": dtype}
-        self.arrays = {name: _NpyWriter(folder / f"{name}.npy", types.get(name, np.int64)) for name in ARRAYS}
+        self.arrays = {name: NpyWriter(folder / f"{name}.npy", types.get(name, np.int64)) for name in ARRAYS}
         for writer in self.arrays.values():
             stack.callback(writer.file.close)
         self.ends = {"src": 0, "tgt": 0}
@@ -476,7 +476,7 @@ def _build(job: _Job, meta: dict[str, Any], cache_dir: Path, workers: int, chunk
                             f"{meta['dropped_long']} too long (max_len={job.max_len})")
         _write_meta(tmp / "meta.json", meta)
         _fsync_dir(tmp)
-        _install(tmp, final)
+        install(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -486,7 +486,7 @@ def _build(job: _Job, meta: dict[str, Any], cache_dir: Path, workers: int, chunk
     return open_prepared(final, meta["fingerprint"])
 
 
-def _install(tmp: Path, final: Path) -> None:
+def install(tmp: Path, final: Path) -> None:
     try:
         os.rename(tmp, final)
     except OSError:
@@ -670,8 +670,8 @@ def sample_pairs(files: ParallelFiles, n: int, seed: int = 0, lowercase: bool = 
     rng = np.random.default_rng(seed % 2 ** 64)
     reservoir: list[tuple[int, str, str]] = []
     with _input_errors(files):
-        for chunk in _read_chunks(files, chunk_pairs):
-            srcs, tgts = _chunk_texts(files, chunk)
+        for chunk in read_chunks(files, chunk_pairs):
+            srcs, tgts = chunk_texts(files, chunk)
             _reservoir_add(reservoir, srcs, tgts, chunk.start, n, rng)
     reservoir.sort()
     return ([normalize(s, lowercase) for _, s, _ in reservoir],

@@ -74,9 +74,11 @@ def _model_name(raw: dict) -> str:
     return "-".join(parts) + "-" + key
 
 
-def _corpus(corpus: str, out: Path, data_root: Path, train_sentences: int, seed: int,
+def corpus_splits(corpus: str, out: Path, data_root: Path, train_sentences: int, seed: int,
             test_sentences: int = 1000, max_clauses: int = 5, valid_sentences: int = 1000) -> dict[str, str]:
-    """Write/locate train, valid and test files; returns their paths."""
+    """The train, valid and test files of an experiment's corpus, by split and side ("train.src",
+    ...): the synthetic corpus generated into `out`/data, or a real corpus found under `data_root`
+    (a message says how to fetch it when it is not), cut to seeded subsamples of the sizes asked."""
     d = out / "data"
     if corpus == "synthetic":
         from rnnsearch.tools.democorpus import generate
@@ -182,7 +184,7 @@ def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
     """Train (or resume) every pool model not yet finished: in this process one after another, or
     with ``jobs`` > 1 as that many ``rnnsearch train`` processes at once (each model's output in
     models/NAME.log). Returns the seconds each spent training in this call."""
-    from rnnsearch.engine.train import train
+    from rnnsearch import train  # an experiment may set train.agreement: rnnsearch.train picks its trainer
 
     todo = {d: raw for d, raw in models.items() if not (d / "DONE").exists()}
     seconds = {d: 0.0 for d in models}
@@ -296,7 +298,7 @@ def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: fl
     shared out between machines or sessions — and scores them with whichever others have finished."""
     _check_arguments(names, minutes, steps, jobs)
     root = Path(out_dir or f"experiments/{corpus}")
-    paths = _corpus(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
+    paths = corpus_splits(corpus, root, Path(data_root), train_sentences, seed, test_sentences, max_clauses)
     test = read_lines(paths["test.src"]), read_lines(paths["test.tgt"])
     base = apply_overrides(_base(corpus, paths, minutes, steps, seed), list(overrides))
     config_from_dict(base, source="experiment --set")  # a bad key or value fails here, before any training

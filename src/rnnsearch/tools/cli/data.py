@@ -9,9 +9,9 @@ from rnnsearch.tools.cli.common import add_quantize
 
 def add_data(sub) -> None:
     p = sub.add_parser("data", help="download a standard corpus (verified by SHA-256), list them, "
-                       "split line-aligned files into train/valid/test, or prepare a config's training "
-                       "corpus ahead of `rnnsearch train`")
-    p.add_argument("action", choices=["get", "list", "split", "prepare"])
+                       "split line-aligned files into train/valid/test, prepare a config's training "
+                       "corpus ahead of `rnnsearch train`, or align it word by word (eflomal)")
+    p.add_argument("action", choices=["get", "list", "split", "prepare", "align"])
     p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
                    "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en, wmt14-en-fr (the paper's training "
                    "data), wmt14-en-fr-full (see `rnnsearch data list`)")
@@ -30,7 +30,7 @@ def add_data(sub) -> None:
                    help="split: distinct source sentences held out for test")
     p.add_argument("--seed", type=int, default=1, help="split: shuffling seed")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="prepare: config override, as for `rnnsearch train`")
+                   help="prepare, align: config override, as for `rnnsearch train`")
     p.set_defaults(func=cmd_data)
 
 
@@ -42,6 +42,9 @@ def cmd_data(args) -> None:
         return
     if args.action == "prepare":
         prepare_config(args.name, args.set or [])
+        return
+    if args.action == "align":
+        align_config(args.name, args.set or [])
         return
     if args.action == "split":
         if not args.files or args.name:
@@ -97,3 +100,19 @@ def prepare_config(config: str | None, overrides: list[str]) -> None:
     total = sum(int(data.meta[k]) for k in ("src_tokens", "tgt_tokens"))
     print(f"{data.path}: {len(data):,} pairs, {total:,} tokens ({data.dropped_blank:,} blank and "
           f"{data.dropped_long:,} too long dropped); `rnnsearch train {config}` reads it")
+
+
+def align_config(config: str | None, overrides: list[str]) -> None:
+    """`rnnsearch data align CONFIG`: the prepared training corpus aligned word by word by eflomal
+    (engine/aligner.py), the links mapped onto the model's tokens, and a lexical table."""
+    from rnnsearch.config import load_config
+    from rnnsearch.engine import aligner
+
+    if not config:
+        raise ConfigError("data align: give the CONFIG file that `rnnsearch train` will be given")
+    aligner.require_eflomal()
+    out = aligner.align_config(load_config(config, overrides))
+    meta = out.meta
+    print(f"{out.path}: {meta['pairs']:,} pairs, {meta['word_links']:,} word links, {meta['links']:,} "
+          f"token links ({meta['unmapped']:,} pairs unmapped); links.txt, lexicon.tsv "
+          f"({meta['lexicon_words']:,} source words)")
