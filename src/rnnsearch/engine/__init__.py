@@ -11,6 +11,8 @@
     graphs.py       CUDA-graph decoding: each decoding step replayed from a captured graph
     evaluate.py     BLEU and chrF (sacrebleu), by length bucket
     alignment.py    attention as word alignment: links, symmetrisation, AER
+    aligner.py      eflomal on the training corpus: links per pair at the model's pieces, a lexicon
+    markup.py       inline tags carried across a translation by its word alignment
     train.py        the training loop (Trainer)
     agreement.py    AgreementTrainer: both directions trained together to agree on attention
 
