@@ -27,6 +27,8 @@ API = [
         ("rnnsearch.engine.translate.Translator.force", "Translator.force"),
         ("rnnsearch.engine.translate.Translation", "Translation"),
         ("rnnsearch.engine.translate.Translation.attention_json", "Translation.attention_json"),
+        ("rnnsearch.engine.translate.Translation.links", "Translation.links"),
+        ("rnnsearch.engine.translate.Translation.replace_unk", "Translation.replace_unk"),
         ("rnnsearch.engine.quantize.quantize_int8_", "quantize_int8_"),
     ]),
     ("Training", [
@@ -69,6 +71,9 @@ API = [
         ("rnnsearch.engine.alignment.attention_links", "attention_links"),
         ("rnnsearch.engine.alignment.symmetrize", "symmetrize"),
         ("rnnsearch.engine.alignment.soft_links", "soft_links"),
+        ("rnnsearch.engine.alignment.read_lexicon", "read_lexicon"),
+        ("rnnsearch.engine.aligner.align_config", "align_config"),
+        ("rnnsearch.engine.markup.translate_markup", "translate_markup"),
     ]),
     ("Figures", [
         ("rnnsearch.tools.plotting.plot_attention", "plot_attention"),

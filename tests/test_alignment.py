@@ -192,3 +192,135 @@ def test_attention_links_read_alpha_i_or_the_shifted_row():
     encdec = SimpleNamespace(cfg=SimpleNamespace(model=SimpleNamespace(arch="rnnencdec")), model_dir="m")
     with pytest.raises(DataError, match="m: an RNNencdec model has no attention"):
         word_attention(encdec, ["a b"], ["c d"])
+
+
+# -- links out of every translation (rnnsearch translate --alignment, Translation.alignment) -------
+
+def _dog():
+    """'Ein Hund' -> 'A dog' over sentencepiece pieces, with known attention: rows ▁A, ▁do, g and
+    </s>, columns ▁Ein, ▁Hu, nd."""
+    from rnnsearch.engine.translate import Translation
+
+    attention = [[0.8, 0.1, 0.1], [0.1, 0.3, 0.6], [0.3, 0.5, 0.2], [0.6, 0.2, 0.2]]
+    return Translation("A dog", ["▁A", "▁do", "g"], -0.5, ["▁Ein", "▁Hu", "nd"], attention, source="Ein Hund")
+
+
+def test_translation_links_merge_pieces_to_words_and_shift():
+    from rnnsearch.engine.alignment import DEFAULT_SHIFT
+
+    t = _dog()
+    assert DEFAULT_SHIFT == 0 and t.words() == (["Ein", "Hund"], ["A", "dog"])
+    # words: "Hund" sums ▁Hu + nd; "dog" is the mean of the rows of ▁do and g
+    assert t.alignment_weights() == [pytest.approx([0.8, 0.2]), pytest.approx([0.2, 0.8])]
+    assert t.alignment == t.links() == [(0, 0), (1, 1)]
+    # shift 1: "A" by the row of "dog", "dog" by the </s> row ([0.6, 0.4])
+    assert t.links(shift=1) == [(0, 1), (1, 0)]
+    assert t.words(subwords=True) == (["▁Ein", "▁Hu", "nd"], ["▁A", "▁do", "g"])
+    assert t.links(subwords=True) == [(0, 0), (1, 2), (2, 1)]
+    assert t.links(subwords=True, shift=1) == [(0, 2), (1, 1), (2, 0)]
+    assert t.alignment_weights(subwords=True) == t.attention[:3]
+    with pytest.raises(ValueError, match="shift must be 0 or 1"):
+        t.links(shift=2)
+
+
+def test_translation_links_without_attention_and_of_empty_lines():
+    from rnnsearch.engine.translate import Translation
+
+    assert Translation("a", ["a"], 0.0, ["b"], None, source="b").alignment is None
+    assert Translation("", [], 0.0, [], [], source="").alignment == []  # an empty input line
+    empty_output = Translation("", [], 0.0, ["x"], [[1.0]], source="x")  # only the </s> row
+    assert empty_output.alignment == [] and empty_output.links(shift=1) == []
+    assert empty_output.alignment_weights() == []
+
+
+def test_link_indices_are_the_words_of_the_line_as_given():
+    """The model reads normalize(line): a NUL splits "Hund\\x00lief" in two, a zero-width space
+    alone is no word. Links still index line.split()."""
+    from rnnsearch.engine.alignment import source_word_of_pieces
+    from rnnsearch.engine.translate import Translation
+
+    source = "der  \u200b Hund\x00lief"
+    assert source.split() == ["der", "\u200b", "Hund\x00lief"]
+    assert source_word_of_pieces(source, ["der", "Hund", "lief"], True) == [0, 2, 2]
+    assert source_word_of_pieces(source, ["▁der", "▁Hu", "nd", "▁lief"], False) == [0, 2, 2, 2]
+    rows = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.2, 0.3, 0.5]]
+    t = Translation("the dog ran", ["the", "dog", "ran"], 0.0, ["der", "Hund", "lief"], rows, source=source,
+                    pieces_are_words=True)
+    assert t.alignment_weights() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    assert t.alignment == [(0, 0), (2, 1), (2, 2)]
+
+
+def test_target_words_are_those_of_the_decoded_text():
+    """Sentencepiece writes an unknown piece as " ⁇ ", a word of its own, and byte pieces as the
+    UTF-8 they spell: the word indices follow text.split() of the decoded output."""
+    from rnnsearch.engine.alignment import target_word_of_pieces, unknown_target_words
+
+    pieces = ["▁le", "▁", "<unk>", "▁c", "hat"]  # decoded: "le  ⁇  chat"
+    assert target_word_of_pieces(pieces, False, 3) == [0, 1, 1, 2, 2]
+    assert unknown_target_words(pieces, False, 3) == [1]
+    assert target_word_of_pieces(["▁de", "<unk>"], False, 2) == [0, 1]  # "de ⁇"
+    # "▁" then the two bytes of "ж", then "▁x": " ж x", two words
+    assert target_word_of_pieces(["▁", "<0xD0>", "<0xB6>", "▁x"], False, 2) == [0, 0, 0, 1]
+    assert target_word_of_pieces(["le", "<unk>", "chat"], True, 3) == [0, 1, 2]
+    assert unknown_target_words(["le", "<unk>", "chat"], True, 3) == [1]
+
+
+def test_soft_links_text_round_trips():
+    from rnnsearch.engine.alignment import format_soft, parse_soft
+
+    text = format_soft(_dog().alignment_weights())
+    assert text == "0:0=0.800,1=0.200 1:0=0.200,1=0.800"
+    assert parse_soft(text) == {0: {0: 0.8, 1: 0.2}, 1: {0: 0.2, 1: 0.8}}
+    assert format_soft([[1.0, 0.0001]]) == "0:0=1.000"  # weights rounding to zero are left out
+    assert format_soft([]) == "" and parse_soft("") == {}
+    with pytest.raises(ValueError, match="bad soft-alignment group '0:1'"):
+        parse_soft("0:1")
+
+
+def test_read_lexicon_keeps_the_best_target_and_names_bad_lines(tmp_path):
+    from rnnsearch.engine.alignment import read_lexicon
+    from rnnsearch.io import DataError
+
+    lex = tmp_path / "lex.tsv"
+    lex.write_text("zebra\tcheval\t0.1\nzebra\tzèbre\t0.9\n\nhouse\tmaison\t0.5\nhouse\tlogis\t0.5\n")
+    assert read_lexicon(lex) == {"zebra": "zèbre", "house": "maison"}  # ties: the first
+    for body, message in (("a\tb\t0.5\na\tb\n", "lex.tsv:2: expected source_word<TAB>target_word"),
+                          ("a b\tc\t0.5\n", "lex.tsv:1: the source word 'a b'"),
+                          ("a\t\t0.5\n", "lex.tsv:1: the target word ''"),
+                          ("a\tb\tlikely\n", "lex.tsv:1: probability 'likely' is not a number"),
+                          ("a\tb\t1.5\n", "lex.tsv:1: probability 1.5 is outside 0..1"),
+                          ("a\tb\tnan\n", "lex.tsv:1: probability nan is outside")):
+        lex.write_text(body)
+        with pytest.raises(DataError, match=message):
+            read_lexicon(lex)
+    with pytest.raises(DataError, match="missing.tsv"):
+        read_lexicon(tmp_path / "missing.tsv")
+
+
+def test_replace_unk_on_hand_made_links():
+    from rnnsearch.engine.alignment import replace_unk
+
+    source = ["the", "Zebra", "sat", "on", "the", "okapi"]
+    links = [(1, 0), (0, 1), (5, 2)]
+    words = ["<unk>", "chat", "<unk>"]
+    # the table's translation where it has the word, else the source word copied
+    assert replace_unk(words, [0, 2], links, source, {"Zebra": "zèbre"}) == ["zèbre", "chat", "okapi"]
+    assert replace_unk(words, [0, 2], links, source) == ["Zebra", "chat", "okapi"]
+    # looked up as the model reads the word when it is not there as given
+    assert replace_unk(words, [0, 2], links, source, {"zebra": "zèbre"}, key=str.lower)[0] == "zèbre"
+    assert replace_unk(words, [], links, source, {"Zebra": "zèbre"}) == words  # no unknown word
+
+
+def test_translation_replace_unk_of_a_sentencepiece_model():
+    from rnnsearch.engine.translate import Translation
+
+    # "le ⁇ chat": the ⁇ (pieces ▁ and <unk>) attends to "zebra"
+    rows = [[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [1, 0, 0]]
+    t = Translation("le  ⁇  chat", ["▁le", "▁", "<unk>", "▁c", "hat"], -1.0, ["▁the", "▁zebra", "▁cat"],
+                    [[float(w) for w in r] for r in rows], source="the zebra cat")
+    assert t.alignment == [(0, 0), (1, 1), (2, 2)]
+    assert t.replace_unk().text == "le zebra chat"
+    replaced = t.replace_unk({"zebra": "zèbre"})
+    assert replaced.text == "le zèbre chat" and replaced.tokens == t.tokens  # the model's pieces stay
+    assert replaced.alignment == t.alignment
+    assert _dog().replace_unk({"Hund": "chien"}) == _dog()  # nothing unknown: unchanged

@@ -103,7 +103,7 @@ def test_translations_equal_those_of_rnnsearch_translate(live, translator):
     assert [t["score"] for t in body["translations"]] == pytest.approx([e.score for e in expected], abs=1e-5)
     status, _, body = live.request("/translate", {"text": "w1 w2 w3", "beam": 3})
     assert status == 200 and body["translation"]["text"] == expected[0].text == "w3 w2 w1"
-    assert "attention" not in body["translation"]
+    assert "attention" not in body["translation"] and "alignment" not in body["translation"]
 
 
 def test_concurrent_requests_are_batched_with_unchanged_results(live, translator):
@@ -132,6 +132,26 @@ def test_attention_and_n_best(live, translator):
     assert att == forced.attention_json()
 
 
+def test_alignment_on_request(live, translator):
+    """"alignment": true adds Translation.alignment, [source word, target word] pairs, to every
+    translation and every n-best entry; the translations stay those without it."""
+    sentences = ["w1 w2 w3", "w5 w6 w7 w8"]
+    expected = translator.translate(sentences, beam=3)
+    status, _, body = live.request("/translate", {"texts": sentences, "beam": 3, "alignment": True})
+    assert status == 200
+    for got, want in zip(body["translations"], expected):
+        assert got["text"] == want.text and "attention" not in got
+        assert got["alignment"] == [list(link) for link in want.alignment]
+    # the reversal model: α_i (the default row) points at the mirrored source word
+    assert body["translations"][0]["alignment"] == [[0, 2], [1, 1], [2, 0]]
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "beam": 3, "n_best": 2,
+                                                  "alignment": True})
+    nbest = translator.translate(["w1 w2 w3 w4"], beam=3, n_best=2)[0]
+    t = body["translation"]
+    assert status == 200 and t["alignment"] == [list(link) for link in nbest[0].alignment]
+    assert [e["alignment"] for e in t["n_best"]] == [[list(x) for x in h.alignment] for h in nbest]
+
+
 BAD = [
     (b"{not json", 400, None, "malformed JSON"),
     (b"\xff\xfe", 400, None, "not UTF-8"),
@@ -154,6 +174,7 @@ BAD = [
     (b'{"text": "w1", "beam": 2.5}', 422, "beam", "must be an integer"),
     (b'{"text": "w1", "beam": 2, "n_best": 3}', 422, "n_best", "from 1 to 2, got 3"),
     (b'{"text": "w1", "attention": "yes"}', 422, "attention", "true or false"),
+    (b'{"text": "w1", "alignment": 1}', 422, "alignment", "alignment must be true or false"),
     (b'{"text": "w1", "beams": 5}', 422, "beams", "unknown field 'beams'"),
     (b'{"text": "\\ud800 w1"}', 422, "text", "unpaired surrogate"),
 ]

@@ -1,8 +1,11 @@
-"""The Translator: n-best results, and one normalisation for every path that tokenises a source."""
+"""The Translator: n-best results, one normalisation for every path that tokenises a source, and
+the links out of every translation (translate --alignment, --replace-unk)."""
 
 import argparse
 import json
 import shutil
+
+import pytest
 
 import rnnsearch
 from rnnsearch.tools.cli.attention import attention_records as _attention_records
@@ -33,3 +36,178 @@ def test_attention_labels_are_the_pieces_force_weighs(reverse_model, tmp_path):
                               target=str(tmp_path / "tgt"), subwords=True, beam=1)
     _, [record] = _attention_records(args)
     assert record == {"source": ["w1", "w2", "w3"], "target": ["w3", "w2", "w1", "</s>"], "weights": weights}
+
+
+# -- translate --alignment and --replace-unk ------------------------------------------------------
+
+def word_model(tmp_path, arch: str = "rnnsearch", reverse: bool = False, unk_bias: float = 0.0):
+    """A random tiny model with hand-made word vocabularies (its translations are noise: what is
+    tested is the form of the output and the links' agreement with it); `unk_bias` makes <unk>
+    likelier."""
+    import torch
+
+    from rnnsearch.config import config_from_dict
+    from rnnsearch.engine.checkpoint import save_weights
+    from rnnsearch.engine.vocab import UNK, WordVocab, save_tokenizers
+    from rnnsearch.nn.model import build_model
+
+    cfg = config_from_dict({"preset": "tiny", "vocab": {"kind": "word"}, "data": {"reverse_source": reverse},
+                            "model": {"arch": arch, "emb": 8, "hidden": 8, "align": 8, "maxout": 4},
+                            "decode": {"beam": 2}})
+    model_dir = tmp_path / f"{arch}{'-reversed' if reverse else ''}-{unk_bias}"
+    model_dir.mkdir()
+    src = WordVocab("the cat sat on a mat".split())
+    tgt = WordVocab("le chat était assis sur un tapis".split())
+    save_tokenizers(model_dir, cfg.vocab, src, tgt)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, len(src), len(tgt))
+    with torch.no_grad():  # large weights: attention far from uniform, translations of a few words
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+        model.W_o.bias[UNK] += unk_bias
+    save_weights(model_dir / "model.safetensors", model)
+    cfg.save(model_dir / "config.json")
+    return model_dir
+
+
+LINES = ["the cat sat", "", "a mat on the cat sat", "the  dog\tsat on", "\x00"]
+
+
+def _translate(capsys, model_dir, tmp_path, *flags, lines=LINES):
+    from rnnsearch.tools.cli import main
+
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    code = main(["translate", "--model", str(model_dir), "--input", str(tmp_path / "in.txt"),
+                 "--device", "cpu", *flags])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out.splitlines()
+
+
+def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsys):
+    from rnnsearch.engine.alignment import parse_pharaoh, parse_soft
+
+    model_dir = word_model(tmp_path)
+    plain = _translate(capsys, model_dir, tmp_path)
+    hard = _translate(capsys, model_dir, tmp_path, "--alignment")
+    assert len(hard) == len(LINES) and all(line.count(" ||| ") == 1 for line in hard)
+    assert [line.split(" ||| ")[0] for line in hard] == plain  # the translations are unchanged
+    assert hard[1] == hard[4] == " ||| "  # empty lines (and one empty once cleaned): nothing either side
+    for source, line in zip(LINES, hard):
+        text, links = line.split(" ||| ")
+        sure, _ = parse_pharaoh(links)
+        assert all(0 <= i < len(source.split()) for i, _ in sure)
+        assert sorted(j for _, j in sure) == list(range(len(text.split())))  # one link per target word
+    assert _translate(capsys, model_dir, tmp_path, "--alignment", "hard", "--alignment-shift", "0") == hard
+    shifted = _translate(capsys, model_dir, tmp_path, "--alignment", "--alignment-shift", "1")
+    assert [line.split(" ||| ")[0] for line in shifted] == plain
+    # a word vocabulary's pieces are its words: --subwords links the same units
+    assert _translate(capsys, model_dir, tmp_path, "--alignment", "--subwords") == hard
+    soft = _translate(capsys, model_dir, tmp_path, "--alignment", "soft")
+    for source, line in zip(LINES, soft):
+        text, groups = line.split(" ||| ")
+        weights = parse_soft(groups)
+        assert sorted(weights) == list(range(len(text.split())))
+        for row in weights.values():
+            assert all(0 <= i < len(source.split()) for i in row)
+            assert sum(row.values()) == pytest.approx(1, abs=0.01)
+
+
+def test_alignment_with_n_best_links_every_hypothesis(tmp_path, capsys):
+    from rnnsearch.engine.alignment import parse_pharaoh
+
+    model_dir = word_model(tmp_path)
+    plain = _translate(capsys, model_dir, tmp_path, "--n-best", "2", "--beam", "2")
+    lines = _translate(capsys, model_dir, tmp_path, "--n-best", "2", "--beam", "2", "--alignment")
+    assert len(lines) == 2 * len(LINES) and [line.split(" ||| ")[0] for line in lines] == plain
+    for line in lines:
+        index, _, rest = line.split("\t")
+        text, links = rest.split(" ||| ")
+        sure, _ = parse_pharaoh(links)
+        assert sorted(j for _, j in sure) == list(range(len(text.split())))
+        assert all(0 <= i < len(LINES[int(index)].split()) for i, _ in sure)
+
+
+def test_python_api_alignment(tmp_path):
+    model = rnnsearch.load(word_model(tmp_path), device="cpu")
+    with_links = model.translate(LINES)
+    assert [t.text for t in with_links] == [t.text for t in model.translate(LINES, attention=False)]
+    for source, t in zip(LINES, with_links):
+        assert t.source == source and t.pieces_are_words is True
+        assert t.alignment == t.links(subwords=True) and t.words() == (source.split(), t.text.split())
+    assert model.translate(LINES[:1], attention=False)[0].alignment is None
+
+
+def _fake_decode(monkeypatch, tokens: list[int], rows: list[list[float]]):
+    """Every source piece 'translated' to `tokens` with attention `rows` (reading order)."""
+    from rnnsearch.engine.translate import Translator
+    from rnnsearch.nn.search import Hypothesis
+
+    def decode(self, pieces, options, batch_size, graphs=True):
+        rev = self.cfg.data.reverse_source
+        attention = [row[::-1] if rev else row for row in rows]  # as the model read the source
+        return [[Hypothesis(list(tokens), -1.0, -2.0, attention if options.with_attention else None)]
+                * options.n_best for _ in pieces]
+
+    monkeypatch.setattr(Translator, "_decode", decode)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in-order", "reversed-source"])
+def test_replace_unk_uses_the_linked_source_word(tmp_path, capsys, monkeypatch, reverse):
+    model_dir = word_model(tmp_path, reverse=reverse)
+    source = "the zebra sat on the okapi"  # zebra and okapi are outside the source vocabulary: <unk>
+    # output "<unk> chat <unk>": y1 attends to zebra, y2 to "the", y3 to okapi; </s> to "sat"
+    rows = [[0.05, 0.75, 0.05, 0.05, 0.05, 0.05], [0.75, 0.05, 0.05, 0.05, 0.05, 0.05],
+            [0.05, 0.05, 0.05, 0.05, 0.05, 0.75], [0.05, 0.05, 0.75, 0.05, 0.05, 0.05]]
+    _fake_decode(monkeypatch, [1, 5, 1], rows)
+    (tmp_path / "lex.tsv").write_text("zebra\tcheval\t0.2\nzebra\tzèbre\t0.8\nthe\tle\t0.9\n")
+    lex = ["--lexicon", str(tmp_path / "lex.tsv")]
+    assert _translate(capsys, model_dir, tmp_path, lines=[source]) == ["<unk> chat <unk>"]
+    replaced = _translate(capsys, model_dir, tmp_path, "--replace-unk", *lex, lines=[source])
+    assert replaced == ["zèbre chat okapi"]  # zèbre: the table's best for zebra; okapi: copied
+    assert _translate(capsys, model_dir, tmp_path, "--replace-unk", lines=[source]) == ["zebra chat okapi"]
+    # shifted, y1 takes y2's row ("the": in the table) and y3 the </s> row ("sat": copied)
+    assert _translate(capsys, model_dir, tmp_path, "--replace-unk", "--alignment-shift", "1", *lex,
+                      lines=[source]) == ["le chat sat"]
+    assert _translate(capsys, model_dir, tmp_path, "--replace-unk", *lex, "--alignment", "--n-best", "2",
+                      lines=[source, ""]) == ["0\t-1.0000\tzèbre chat okapi ||| 0-1 1-0 5-2"] * 2 \
+        + ["1\t0.0000\t ||| "] * 2  # an empty line's n-best: empty translations, no links
+    _fake_decode(monkeypatch, [4, 5], rows[1:])  # "le chat": nothing to replace
+    assert _translate(capsys, model_dir, tmp_path, "--replace-unk", *lex, lines=[source]) == ["le chat"]
+
+
+def test_replace_unk_leaves_translations_without_unk_alone(tmp_path, capsys):
+    model_dir = word_model(tmp_path)
+    plain = _translate(capsys, model_dir, tmp_path)
+    assert "<unk>" not in " ".join(plain)  # this model happens to write none
+    assert _translate(capsys, model_dir, tmp_path, "--replace-unk") == plain
+
+
+def test_replace_unk_copies_the_source_word_each_unk_is_linked_to(tmp_path, capsys):
+    model_dir = word_model(tmp_path, unk_bias=6.0)  # every output word is <unk>
+    translations = rnnsearch.load(model_dir, device="cpu").translate(LINES)
+    replaced = _translate(capsys, model_dir, tmp_path, "--replace-unk")
+    assert any(t.tokens for t in translations) and all(set(t.tokens) <= {"<unk>"} for t in translations)
+    for source, t, line in zip(LINES, translations, replaced):
+        words = line.split()
+        assert len(words) == len(t.tokens) and sorted(j for _, j in t.alignment) == list(range(len(words)))
+        assert all(words[j] == source.split()[i] for i, j in t.alignment)  # "dog", as given: copied
+
+
+def test_alignment_flags_refuse_what_they_cannot_do(tmp_path, capsys):
+    from rnnsearch.tools.cli import main
+
+    model_dir = word_model(tmp_path)
+    (tmp_path / "in.txt").write_text("the cat\n")
+    (tmp_path / "lex.tsv").write_text("cat\tchat\t1.0\ncat\tchien\n")
+    base = ["translate", "--model", str(model_dir), "--input", str(tmp_path / "in.txt")]
+    for flags, message in ((["--lexicon", str(tmp_path / "lex.tsv")], "give both"),
+                           (["--subwords"], "--subwords chooses the units of --alignment"),
+                           (["--replace-unk", "--lexicon", str(tmp_path / "lex.tsv")],
+                            "lex.tsv:2: expected source_word<TAB>target_word<TAB>probability")):
+        assert main(base + flags) == 2
+        assert message in capsys.readouterr().err
+    encdec = word_model(tmp_path, arch="rnnencdec")
+    assert main(["translate", "--model", str(encdec), "--input", str(tmp_path / "in.txt"),
+                 "--alignment"]) == 2
+    assert "is an RNNencdec model: it has none" in capsys.readouterr().err

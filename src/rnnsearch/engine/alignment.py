@@ -1,4 +1,5 @@
-"""Hard alignments from attention, Pharaoh format, and alignment error rate.
+"""Hard alignments from attention, Pharaoh format, and alignment error rate; the links out of
+every translation (Translation.alignment, ``translate --alignment``) and ``--replace-unk``.
 
 Pharaoh format: one line per sentence pair, links ``i-j`` with i the source word and
 j the target word (0-based); ``i-j-P`` marks a possible (not sure) link.
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Optional
 
 Links = set[tuple[int, int]]
 
@@ -283,3 +285,216 @@ def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[f
     if method == "threshold":
         links |= {(j, i) for i, row in enumerate(g) for j, w in enumerate(row) if w >= threshold}
     return links
+
+
+# --------------------------------------------------------------------------- links out of translations
+#
+# `rnnsearch translate --alignment` and Translation.alignment: hard links (or the weights) from the
+# attention a translation carries, over the whitespace words of the source line as given and of
+# the translation text as output. docs/alignment.md, "Links out of every translation".
+
+# α_i, not α_{i+1}: on the Hansards trial sentences the shifted row aligned far worse
+# (docs/alignment.md, "Which row is the link" and the AER tables: argmax AER 0.587 against 0.769)
+DEFAULT_SHIFT = 0
+UNK_PIECE = "<unk>"  # how both tokenisers name the unknown piece (vocab.SPECIALS)
+UNK_SURFACE = "\u2047"  # "⁇": what sentencepiece writes for it, a word of its own
+
+
+def source_word_of_pieces(source: str, pieces: Sequence[str], pieces_are_words: bool) -> list[int]:
+    """For each source piece the model read, the index of its word in ``source.split()`` (the
+    line as given, before data.normalize).
+
+    The model reads ``normalize(source)``: control characters become spaces (one given word may
+    become two, both mapped to it) and invisible format characters go (a word of nothing else
+    has no piece). A word vocabulary's pieces are those normalised words, one each; a
+    sentencepiece piece starting with "▁" starts the next one. Should the two counts disagree
+    (an exotic NFKC case), indices are clamped into range.
+    """
+    from rnnsearch.engine.data import normalize
+
+    given = [k for k, word in enumerate(source.split()) for _ in normalize(word).split()]
+    if not given:
+        return [-1] * len(pieces)  # nothing to point at
+    out, word = [], -1
+    for k, p in enumerate(pieces):
+        word = k if pieces_are_words else word + (p.startswith("▁") or word < 0)
+        out.append(given[min(word, len(given) - 1)])
+    return out
+
+
+def target_word_of_pieces(pieces: Sequence[str], pieces_are_words: bool, n_words: int) -> list[int]:
+    """For each target piece, the index of its word in the decoded text's ``text.split()``
+    (`n_words` of them); -1 for none.
+
+    Word vocabulary: the text is the pieces joined by spaces. Sentencepiece: the text is the
+    pieces with "▁" as a space, an unknown piece written " ⁇ " (a word of its own), a run of
+    byte pieces (byte_fallback) as the UTF-8 it spells; a piece is in the word holding its
+    first visible character, one without (a bare "▁", a byte inside a character) in the next.
+    """
+    if pieces_are_words:
+        return [k if k < n_words else -1 for k in range(len(pieces))]
+    out: list[Optional[int]] = []
+    words, in_word = -1, False
+    for surface in _surfaces(pieces):
+        first = None
+        for ch in surface:
+            if ch.isspace():
+                in_word = False
+                continue
+            if not in_word:
+                words, in_word = words + 1, True
+            first = words if first is None else first
+        out.append(first)
+    following = None  # a piece with no visible character belongs to the next word (else the last)
+    for k in range(len(out) - 1, -1, -1):
+        out[k] = following = out[k] if out[k] is not None else following
+    last = max((w for w in out if w is not None), default=-1)
+    return [min(w if w is not None else last, n_words - 1) for w in out]
+
+
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _surfaces(pieces: Sequence[str]) -> list[str]:
+    """The text each piece adds to the decoded output; a byte piece adds the characters its byte
+    completes (UTF-8, decoded byte by byte; an invalid sequence as U+FFFD)."""
+    import codecs
+
+    out = []
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for k, p in enumerate(pieces):
+        byte = _BYTE_PIECE.fullmatch(p)
+        if byte:
+            end = k + 1 == len(pieces) or not _BYTE_PIECE.fullmatch(pieces[k + 1])
+            out.append(decoder.decode(bytes([int(byte.group(1), 16)]), final=end))
+        else:
+            out.append(f" {UNK_SURFACE} " if p == UNK_PIECE else p.replace("▁", " "))
+    return out
+
+
+def merge_by_index(weights: Sequence[Sequence[float]], src_of: Sequence[int], tgt_of: Sequence[int],
+                   n_src: int, n_tgt: int) -> list[list[float]]:
+    """Word rows from piece attention: `weights[r][c]` over target pieces (plus rows after them,
+    such as </s>, each kept as a row of its own) and source pieces; ``src_of[c]``/``tgt_of[r]``
+    are the pieces' word indices (-1: no word). A source word's weight is the sum over its
+    pieces, a target word's row the mean of its pieces' rows (as :func:`merge_subwords`)."""
+    rows: list[list[list[float]]] = [[] for _ in range(n_tgt)]
+    extra = []
+    for r, row in enumerate(weights):
+        summed = [0.0] * n_src
+        for c, w in enumerate(row):
+            if 0 <= src_of[c] < n_src:
+                summed[src_of[c]] += w
+        if r >= len(tgt_of):
+            extra.append(summed)
+        elif 0 <= tgt_of[r] < n_tgt:
+            rows[tgt_of[r]].append(summed)
+    merged = [[sum(col) / len(rs) for col in zip(*rs)] if rs else [0.0] * n_src for rs in rows]
+    return merged + extra
+
+
+def translation_rows(weights: Sequence[Sequence[float]], source: str, source_pieces: Sequence[str],
+                     target_pieces: Sequence[str], n_target_words: int, pieces_are_words: bool,
+                     subwords: bool = False, shift: int = DEFAULT_SHIFT) -> list[list[float]]:
+    """One row per target unit, one column per source unit, from a translation's piece attention
+    (``len(target_pieces) + 1`` rows, </s> last). Units: the whitespace words of `source` and of
+    the output text (`n_target_words` of them), or with `subwords` the pieces. ``shift=1``: a
+    unit's row is the next unit's (the </s> row for the last; see :func:`attention_links`); the
+    </s> row is not a unit of its own."""
+    if shift not in (0, 1):
+        raise ValueError(f"shift must be 0 or 1, got {shift!r}")
+    if subwords:
+        rows = [list(r) for r in weights]
+    else:
+        src_of = source_word_of_pieces(source, source_pieces, pieces_are_words)
+        tgt_of = target_word_of_pieces(target_pieces, pieces_are_words, n_target_words)
+        rows = merge_by_index(weights, src_of, tgt_of, len(source.split()), n_target_words)
+    return rows[shift: len(rows) - 1 + shift]
+
+
+def hard_links(rows: Sequence[Sequence[float]]) -> list[tuple[int, int]]:
+    """(source, target) pairs, one per target unit with any source: its highest-weight source
+    (the first of ties), sorted by source then target as Pharaoh lines are."""
+    return sorted(argmax_links(rows))
+
+
+def format_soft(rows: Sequence[Sequence[float]], digits: int = 3) -> str:
+    """Soft links as text: ``j:i=w,i=w ...``, one group per target unit j (every j, in order),
+    its source units i with the weight w rounded to `digits` decimals, those rounding to zero
+    left out. ``"0:0=0.912,1=0.081 1:2=0.995"``; :func:`parse_soft` reads it back."""
+    groups = []
+    for j, row in enumerate(rows):
+        cells = ",".join(f"{i}={w:.{digits}f}" for i, w in enumerate(row) if round(w, digits) > 0)
+        groups.append(f"{j}:{cells}")
+    return " ".join(groups)
+
+
+def parse_soft(text: str) -> dict[int, dict[int, float]]:
+    """:func:`format_soft`'s text back as {target unit: {source unit: weight}}."""
+    out: dict[int, dict[int, float]] = {}
+    for group in text.split():
+        j, _, cells = group.partition(":")
+        try:
+            out[int(j)] = {int(i): float(w) for i, w in (c.split("=") for c in cells.split(",") if c)}
+        except ValueError:
+            raise ValueError(f"bad soft-alignment group {group!r} (expected j:i=w,i=w)") from None
+    return out
+
+
+def read_lexicon(path) -> dict[str, str]:
+    """A lexical table, ``source_word<TAB>target_word<TAB>probability`` a line (the lexicon.tsv
+    of ``rnnsearch data align``), as {source word: its most probable target word} (the first
+    of ties). Blank lines are skipped; anything else malformed is a DataError naming file:line."""
+    from rnnsearch.io import DataError, read_lines
+
+    best: dict[str, tuple[float, str]] = {}
+    for n, line in enumerate(read_lines(path), 1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise DataError(f"{path}:{n}: expected source_word<TAB>target_word<TAB>probability, "
+                            f"got {len(fields)} tab-separated field{'s' * (len(fields) != 1)}")
+        src, tgt, prob = fields
+        for name, word in (("source", src), ("target", tgt)):
+            if not word or word != "".join(word.split()):
+                raise DataError(f"{path}:{n}: the {name} word {word!r} is empty or holds whitespace")
+        try:
+            p = float(prob)
+        except ValueError:
+            raise DataError(f"{path}:{n}: probability {prob!r} is not a number") from None
+        if not 0.0 <= p <= 1.0:  # also refuses nan
+            raise DataError(f"{path}:{n}: probability {prob} is outside 0..1")
+        if src not in best or p > best[src][0]:
+            best[src] = (p, tgt)
+    return {src: tgt for src, (_, tgt) in best.items()}
+
+
+def unknown_target_words(target_pieces: Sequence[str], pieces_are_words: bool, n_words: int) -> list[int]:
+    """The indices (in ``text.split()``) of the output words that are an unknown piece: "<unk>"
+    of a word vocabulary, "⁇" of a sentencepiece model."""
+    words = target_word_of_pieces(target_pieces, pieces_are_words, n_words)
+    return sorted({w for p, w in zip(target_pieces, words) if p == UNK_PIECE and w >= 0})
+
+
+def replace_unk(target_words: Sequence[str], unknown: Iterable[int], links: Iterable[tuple[int, int]],
+                source_words: Sequence[str], lexicon: Optional[dict[str, str]] = None,
+                key: Optional[Callable[[str], str]] = None) -> list[str]:
+    """Luong et al. (2015)'s unknown-word replacement: each output word in `unknown` becomes the
+    translation of the source word linked to it (`links`, (source, target) word pairs) in
+    `lexicon`, or that source word itself where the table lacks it or there is none. The table
+    is looked up with the source word as given, then with ``key(word)`` (the word as the model
+    reads it) where `key` is given. An unknown word without a link stays."""
+    out = list(target_words)
+    source_of = {j: i for i, j in sorted(links, reverse=True)}  # several: the first source word
+    for j in unknown:
+        if j not in source_of or not 0 <= j < len(out):
+            continue
+        word = source_words[source_of[j]]
+        table = lexicon or {}
+        found = table.get(word)
+        if found is None and key is not None:
+            found = table.get(key(word))
+        out[j] = word if found is None else found
+    return out

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -18,6 +19,13 @@ from typing import Any, Optional
 import torch
 
 from rnnsearch.config import ConfigError
+from rnnsearch.engine.alignment import (
+    DEFAULT_SHIFT,
+    hard_links,
+    translation_rows,
+    unknown_target_words,
+)
+from rnnsearch.engine.alignment import replace_unk as _replace_unk
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data import iterate_sorted, normalize, pad
 from rnnsearch.engine.distributed import resolve_device
@@ -29,11 +37,24 @@ from rnnsearch.nn.search import SearchOptions, search_stream
 
 @dataclass
 class Translation:
+    """One translation.
+
+    Links and weights over words (:attr:`alignment`, :meth:`links`, :meth:`alignment_weights`)
+    index words as Python's ``str.split()`` gives them: source word i is ``source.split()[i]``,
+    the line as given to translate() (before cleaning: a word that cleaning splits in two keeps
+    one index, one it removes gets no link), target word j is ``text.split()[j]``, the output as
+    printed (a sentencepiece "⁇" is a word). With ``subwords=True`` they index ``source_tokens``
+    and ``tokens``. All are computed from `attention` when asked, and are None where there is
+    none (``translate(..., attention=False)``, an RNNencdec model, a source past
+    MAX_ATTENTION_CELLS)."""
+
     text: str  # detokenised
     tokens: list[str]  # target pieces/words
     score: float  # length-normalised log-probability
     source_tokens: list[str] = field(default_factory=list)
     attention: Optional[list[list[float]]] = None  # (len(tokens) + 1) rows (</s> last) x len(source_tokens)
+    source: str = ""  # the source line as given to translate()
+    pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
 
     def attention_json(self) -> Optional[dict]:
         """SPEC form: {"source": [...], "target": [...], "weights": [[...] per target token]}."""
@@ -42,6 +63,60 @@ class Translation:
         if not self.tokens and not self.source_tokens:  # an empty input line
             return {"source": [], "target": [], "weights": []}
         return {"source": self.source_tokens, "target": self.tokens + ["</s>"], "weights": self.attention}
+
+    @property
+    def alignment(self) -> Optional[list[tuple[int, int]]]:
+        """Word-level hard links (source word, target word), 0-based, sorted by source then
+        target: each word of ``text.split()`` linked to the word of ``source.split()`` with the
+        most attention, by the default row (alignment.DEFAULT_SHIFT). None without attention."""
+        return self.links()
+
+    def words(self, subwords: bool = False) -> tuple[list[str], list[str]]:
+        """The units link indices count: (``source.split()``, ``text.split()``), or with
+        `subwords` (source_tokens, tokens)."""
+        if subwords:
+            return list(self.source_tokens), list(self.tokens)
+        return self.source.split(), self.text.split()
+
+    def _word_vocab(self) -> bool:
+        if self.pieces_are_words is not None:
+            return self.pieces_are_words
+        return not any(p.startswith("▁") for p in self.source_tokens + self.tokens)
+
+    def alignment_weights(self, subwords: bool = False,
+                          shift: int = DEFAULT_SHIFT) -> Optional[list[list[float]]]:
+        """Soft alignment: one row per target unit (:meth:`words`), one weight per source unit.
+        Word level, a source word's weight is the sum over its pieces, a target word's row the
+        mean of its pieces' rows. ``shift=1`` gives each unit the next unit's row (the </s> row
+        for the last: alignment.attention_links); the </s> row is never a unit."""
+        if self.attention is None:
+            return None
+        return translation_rows(self.attention, self.source, self.source_tokens, self.tokens,
+                                len(self.text.split()), self._word_vocab(), subwords, shift)
+
+    def links(self, subwords: bool = False, shift: int = DEFAULT_SHIFT) -> Optional[list[tuple[int, int]]]:
+        """Hard links (source unit, target unit): each target unit's highest-weight source unit in
+        :meth:`alignment_weights`, sorted by source then target (Pharaoh order)."""
+        rows = self.alignment_weights(subwords, shift)
+        return None if rows is None else hard_links(rows)
+
+    def replace_unk(self, lexicon: Optional[dict[str, str]] = None, shift: int = DEFAULT_SHIFT,
+                    lowercase: bool = False) -> Translation:
+        """This translation with each unknown output word ("<unk>" of a word vocabulary, "⁇" of a
+        sentencepiece model) replaced by the lexicon's translation of its linked source word, or
+        that word copied (alignment.replace_unk). Looked up as given, then as the model reads it
+        (normalised; lower-cased with `lowercase`, a model's data.lowercase). Only `text`
+        changes (its words keep their indices); without attention or unknown words, self."""
+        from rnnsearch.engine.data import normalize
+
+        words = self.text.split()
+        unknown = unknown_target_words(self.tokens, self._word_vocab(), len(words))
+        links = self.links(shift=shift) if unknown else None
+        if links is None:
+            return self
+        words = _replace_unk(words, unknown, links, self.source.split(), lexicon,
+                            key=lambda w: normalize(w, lowercase))
+        return dataclasses.replace(self, text=" ".join(words))
 
 
 # target rows x source columns kept per sentence (dense JSON beyond is useless)
@@ -149,6 +224,10 @@ class Translator:
         for k, ps in by_sentence.items():
             out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
                       for rank in range(n_best)]
+        word_vocab = self.cfg.vocab.kind == "word"
+        for text, ts in zip(sentences, out):
+            for t in ts:
+                t.source, t.pieces_are_words = text, word_vocab
         return [o[0] for o in out] if n_best == 1 else out
 
     def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,

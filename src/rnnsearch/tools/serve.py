@@ -1,6 +1,7 @@
 """``rnnsearch serve``: a translation server over HTTP (Starlette on uvicorn).
 
-    POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention"
+    POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention",
+                      "alignment" (true: word links [[source, target], ...] with every translation)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
     GET  /info        model configuration, vocabulary sizes, parameters, limits
@@ -27,7 +28,7 @@ from typing import Any
 
 log = logging.getLogger("rnnsearch")
 
-FIELDS = ("text", "texts", "beam", "n_best", "attention")
+FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment")
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Query:
     n_best: int
     attention: bool
     single: bool  # {"text": ...} rather than {"texts": [...]}
+    alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
 
 
 def _integer(body: dict, key: str, default: int, low: int, high: int) -> int:
@@ -112,10 +114,12 @@ def parse_request(raw: bytes, limits: Limits, default_beam: int) -> Query:
         texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
     beam = _integer(body, "beam", default_beam, 1, limits.max_beam)
     n_best = _integer(body, "n_best", 1, 1, beam)
-    attention = body.get("attention", False)
-    if not isinstance(attention, bool):
-        raise RequestError(422, "attention must be true or false", "attention")
-    return Query(texts, beam, n_best, attention, single)
+    flags = {}
+    for key in ("attention", "alignment"):
+        flags[key] = body.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise RequestError(422, f"{key} must be true or false", key)
+    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"])
 
 
 @dataclass
@@ -125,7 +129,8 @@ class _Job:
     params: tuple = field(init=False)
 
     def __post_init__(self):
-        self.params = (self.query.beam, self.query.n_best, self.query.attention)
+        # the attention is decoded for links too; what a request gets back is _translation_json's
+        self.params = (self.query.beam, self.query.n_best, self.query.attention or self.query.alignment)
 
 
 class QueueFull(Exception):
@@ -215,7 +220,16 @@ def _translation_json(result, query: Query) -> dict:
         out["n_best"] = [{"text": t.text, "score": round(t.score, 6)} for t in result]
     if query.attention:
         out["attention"] = best.attention_json()
+    if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
+        out["alignment"] = _links_json(best)
+        for entry, t in zip(out.get("n_best", []), result if query.n_best > 1 else []):
+            entry["alignment"] = _links_json(t)
     return out
+
+
+def _links_json(t) -> list | None:
+    links = t.alignment
+    return None if links is None else [list(link) for link in links]
 
 
 def _error(status: int, message: str, field: str | None = None, headers: dict | None = None):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rnnsearch.config import ConfigError
+from rnnsearch.engine.alignment import DEFAULT_SHIFT, format_pharaoh, format_soft, hard_links, read_lexicon
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
 from rnnsearch.tools.cli.common import add_quantize, read_input
 
@@ -25,6 +26,21 @@ def add_translate(sub) -> None:
     p.add_argument("--batch-size", type=int, help="sentences per batch")
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
+    p.add_argument("--alignment", nargs="?", const="hard", choices=["hard", "soft"],
+                   help="append ' ||| ' and the links to every output line: hard (the default), "
+                   "Pharaoh i-j pairs, source word i, target word j, 0-based, one per target word; "
+                   "soft, j:i=w,i=w groups of attention weights (docs/alignment.md)")
+    p.add_argument("--alignment-shift", type=int, choices=[0, 1], default=DEFAULT_SHIFT,
+                   help="1: link target word y_i by alpha_{i+1} instead of alpha_i (the default, "
+                   "better on the Hansards trial sentences; docs/alignment.md); also for --replace-unk")
+    p.add_argument("--subwords", action="store_true",
+                   help="with --alignment: link subword pieces (indices over pieces), not words")
+    p.add_argument("--replace-unk", action="store_true",
+                   help="replace each unknown output word (<unk>, or sentencepiece's ⁇) by the "
+                   "--lexicon translation of its linked source word, else that word copied")
+    p.add_argument("--lexicon", metavar="FILE.tsv",
+                   help="with --replace-unk: source_word<TAB>target_word<TAB>probability lines (the "
+                   "lexicon.tsv of rnnsearch data align); the most probable target is used")
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
                    help="bf16 matrix products; auto: bf16 only where it measures faster here (default: "
@@ -36,20 +52,35 @@ def add_translate(sub) -> None:
 def cmd_translate(args) -> None:
     from rnnsearch.engine.translate import load, write_attention_jsonl
 
+    if args.lexicon and not args.replace_unk:
+        raise ConfigError("translate: --lexicon is the table of --replace-unk: give both")
+    if args.subwords and not args.alignment:
+        raise ConfigError("translate: --subwords chooses the units of --alignment: give both")
+    lexicon = read_lexicon(args.lexicon) if args.lexicon else None
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
                           f"--beam {beam}")
+    linked = args.alignment or args.replace_unk  # both read the attention
+    if linked and model.cfg.model.arch != "rnnsearch":
+        flag = "--alignment" if args.alignment else "--replace-unk"
+        raise ConfigError(f"translate: {flag} reads the attention, and {args.model} is an RNNencdec "
+                          "model: it has none")
     lines = read_input(args.input)
     results = model.translate(lines, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
-                              attention=args.attention is not None, precision=args.precision)
-    if args.n_best > 1:
-        out = [f"{i}\t{t.score:.4f}\t{t.text}" for i, nb in enumerate(results) for t in nb]
-        best = [nb[0] for nb in results]
-    else:
-        out = [t.text for t in results]
-        best = results
+                              attention=bool(args.attention or linked), precision=args.precision)
+    nbests = results if args.n_best > 1 else [[t] for t in results]
+    if args.replace_unk:
+        nbests = [[t.replace_unk(lexicon, args.alignment_shift, model.cfg.data.lowercase) for t in nb]
+                  for nb in nbests]
+    out = []
+    for i, nb in enumerate(nbests):
+        for t in nb:
+            line = t.text
+            if args.alignment:
+                line += " ||| " + alignment_text(t, args.alignment, args.subwords, args.alignment_shift)
+            out.append(f"{i}\t{t.score:.4f}\t{line}" if args.n_best > 1 else line)
     text = "\n".join(out) + ("\n" if out else "")
     if args.output:
         atomic_write_text(args.output, text)
@@ -57,7 +88,18 @@ def cmd_translate(args) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     if args.attention:
-        write_attention_jsonl(args.attention, best)
+        write_attention_jsonl(args.attention, [nb[0] for nb in nbests])
+
+
+def alignment_text(t, kind: str, subwords: bool, shift: int) -> str:
+    """What follows " ||| " on a line of ``translate --alignment``: Pharaoh links (hard) or
+    alignment.format_soft's groups (soft); empty where the translation has no attention."""
+    rows = t.alignment_weights(subwords, shift)
+    if rows is None:
+        return ""
+    if kind == "soft":
+        return format_soft(rows)
+    return format_pharaoh(hard_links(rows))
 
 
 def add_evaluate(sub) -> None:
