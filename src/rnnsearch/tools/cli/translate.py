@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Optional
 
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.alignment import DEFAULT_SHIFT, format_pharaoh, format_soft, hard_links, read_lexicon
@@ -41,6 +42,10 @@ def add_translate(sub) -> None:
     p.add_argument("--lexicon", metavar="FILE.tsv",
                    help="with --replace-unk: source_word<TAB>target_word<TAB>probability lines (the "
                    "lexicon.tsv of rnnsearch data align); the most probable target is used")
+    p.add_argument("--format", choices=["text", "html"], default="text",
+                   help="html: the input lines may hold inline tags (<b>, <a href=...>, <br/>, entities); "
+                   "each tag pair is put around the target words aligned to the words it enclosed, "
+                   "the output always well-formed (engine/markup.py)")
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
                    help="bf16 matrix products; auto: bf16 only where it measures faster here (default: "
@@ -62,12 +67,14 @@ def cmd_translate(args) -> None:
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
                           f"--beam {beam}")
-    linked = args.alignment or args.replace_unk  # both read the attention
+    linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
-        flag = "--alignment" if args.alignment else "--replace-unk"
+        flag = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
         raise ConfigError(f"translate: {flag} reads the attention, and {args.model} is an RNNencdec "
                           "model: it has none")
     lines = read_input(args.input)
+    if args.format == "html":
+        return write_output(args.output, translate_html(model, lines, args, lexicon))
     results = model.translate(lines, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
                               attention=bool(args.attention or linked), precision=args.precision)
     nbests = results if args.n_best > 1 else [[t] for t in results]
@@ -81,14 +88,39 @@ def cmd_translate(args) -> None:
             if args.alignment:
                 line += " ||| " + alignment_text(t, args.alignment, args.subwords, args.alignment_shift)
             out.append(f"{i}\t{t.score:.4f}\t{line}" if args.n_best > 1 else line)
-    text = "\n".join(out) + ("\n" if out else "")
-    if args.output:
-        atomic_write_text(args.output, text)
+    write_output(args.output, out)
+    if args.attention:
+        write_attention_jsonl(args.attention, [nb[0] for nb in nbests])
+
+
+def write_output(path: Optional[str], lines: list[str]) -> None:
+    """The output lines to `path` (atomically) or to stdout."""
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if path:
+        atomic_write_text(path, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    if args.attention:
-        write_attention_jsonl(args.attention, [nb[0] for nb in nbests])
+
+
+def translate_html(model, lines: list[str], args, lexicon) -> list[str]:
+    """``translate --format html``: the lines' text translated, their tags carried across by the
+    translation's word links (engine/markup.py); --replace-unk applies to the text."""
+    from rnnsearch.engine.markup import translate_markup
+
+    if args.n_best > 1 or args.alignment or args.attention:
+        raise ConfigError("translate: --format html writes one translated line per input line; it does "
+                          "not combine with --n-best, --alignment or --attention")
+
+    def translate(plain: list[str]) -> list[tuple[str, list[tuple[int, int]]]]:
+        results = model.translate(plain, beam=args.beam, batch_size=args.batch_size, attention=True,
+                                  precision=args.precision)
+        if args.replace_unk:
+            lowercase = model.cfg.data.lowercase
+            results = [t.replace_unk(lexicon, args.alignment_shift, lowercase) for t in results]
+        return [(t.text, t.links(shift=args.alignment_shift) or []) for t in results]
+
+    return translate_markup(lines, translate)
 
 
 def alignment_text(t, kind: str, subwords: bool, shift: int) -> str:
