@@ -1,5 +1,6 @@
 """benchmarks/: the FLOP count behind `mfu`, and the anchors' log formats the side-by-side run reads."""
 
+import gzip
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from test_model import teacher_inputs
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks import anchors, bench, common, curve, europarl_20k, hansards_aer
-from rnnsearch.config import ModelConfig
+from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts
 from rnnsearch.nn.model import build_model
 from rnnsearch.tools.experiments import run_experiment
 from rnnsearch.tools.toy import toy_pairs
@@ -200,3 +201,37 @@ def test_europarl_sessions_merge_into_the_published_results(tmp_path):
     other = {**json.loads((tmp_path / "later" / "reverse" / "results.json").read_text()), "test_sentences": 7}
     with pytest.raises(SystemExit, match="another test set"):
         europarl_20k.merge("reverse", other, merged, lambda text: text)
+
+
+def test_scale_benchmark_measures_each_size_and_the_paper_model(tmp_path, monkeypatch, capsys):
+    """benchmarks.scale end to end on a stand-in corpus of Europarl's layout, 300 and 700 pairs
+    (repeated from 250), with the paper's model shrunk by `--set`-like edits: every figure is there
+    and plausible, and the corpora are the sizes asked."""
+    from benchmarks import scale
+
+    corpus = tmp_path / "europarl"
+    corpus.mkdir()
+    src, tgt = toy_pairs(250, "reverse", seed=3, **TOY)
+    for side, lines in (("it", src), ("en", tgt)):
+        with gzip.open(corpus / f"train.{side}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    small = {"model": {"emb": 8, "hidden": 8, "align": 8, "maxout": 8}, "vocab": {"size": 60}}
+    monkeypatch.setattr(scale, "BENCH_CONFIG", merge_dicts(scale.BENCH_CONFIG, small))
+    real_load = scale.load_config
+    monkeypatch.setattr(scale, "load_config", lambda path: config_from_dict(merge_dicts(
+        real_load(path).to_dict(), {**small, "vocab": {"size": 40}})))
+    out = tmp_path / "scale.json"
+    scale.main(["--corpus", str(corpus), "--work", str(tmp_path / "work"), "--sizes", "700", "300",
+                "--steps", "4", "--paper-steps", "3", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert [row["pairs"] for row in result["sizes"]] == [300, 700]
+    for row in result["sizes"]:
+        assert [p["workers"] for p in row["prepare"]] == [1, 2]
+        assert row["prepare"][0]["pairs_kept"] == row["prepare"][1]["pairs_kept"] == row["pairs"]
+        assert row["train"]["tok_per_s"] > 0 and row["train"]["peak_rss_anon_mb"] > 50
+    assert "train_in_memory" in result["sizes"][0] and "train_in_memory" not in result["sizes"][1]
+    lines = (tmp_path / "work" / "corpora" / "700" / "train.en").read_text().splitlines()
+    assert len(lines) == 700 and lines[250:500] == tgt
+    paper = result["paper_model"]
+    assert paper["steps"] == 3 and paper["hours_per_epoch"] > 0 and paper["updates_per_epoch"] == 130909
+    assert result["cpu"] and "RssAnon" in result["memory_note"]

@@ -88,6 +88,20 @@ def test_bad_data_stops_every_rank_with_one_message(tmp_path):
     assert not (tmp_path / "ddp").exists()
 
 
+def test_two_ranks_resume_mid_epoch_to_the_same_weights(tmp_path):
+    # 600 pairs in batches of 32: step 7 is in the middle of the first epoch
+    cfg = write_config(tmp_path, {"word_dropout": 0.1}, max_steps=12)
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "straight")], ranks=2)
+    run(["train", str(cfg), "--model-dir", str(tmp_path / "cut"), "--set", "train.max_steps=7"], ranks=2)
+    run(["train", "--resume", str(tmp_path / "cut"), "--set", "train.max_steps=12"], ranks=2)
+    state = json.loads((tmp_path / "cut" / "train_state.json").read_text())
+    assert state["step"] == 12 and state["epoch"] == 0  # resumed inside the epoch it was cut in
+    a = load_file(str(tmp_path / "straight" / "last.safetensors"))
+    b = load_file(str(tmp_path / "cut" / "last.safetensors"))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
 def test_resume_with_a_different_number_of_ranks(tmp_path):
     cfg = write_config(tmp_path, max_steps=10)
     run(["train", str(cfg), "--model-dir", str(tmp_path / "straight")])
