@@ -70,7 +70,7 @@ def bench_config(files: ParallelFiles, model_dir: Path, cache: Path, steps: int,
                  "prepared": prepared, "prepared_dir": str(cache)},
         "vocab": {"sample_pairs": 200_000},
         "train": {"max_steps": steps, "max_epochs": 0, "valid_every": 0, "threads": 1, "progress": False,
-                  "tensorboard": False, "log_every": 25, "seed": 1},
+                  "tensorboard": False, "log_every": min(25, steps), "seed": 1},
     })
 
 
@@ -166,7 +166,8 @@ def paper_cost(corpus: Path, work: Path, steps: int, pairs: int = SIZES[0]) -> d
         "model_dir": str(work / "runs" / "paper"),
         "data": {"train_src": str(files.src), "train_tgt": str(files.tgt), "valid_src": None,
                  "valid_tgt": None, "prepared_dir": str(work / "cache" / "paper")},
-        "train": {"max_steps": steps, "max_epochs": 0, "threads": 0, "progress": False, "log_every": 5,
+        "train": {"max_steps": steps, "max_epochs": 0, "threads": 0, "progress": False,
+                  "log_every": min(5, steps),
                   "save_every_minutes": 0, "tensorboard": False}})
     write_model_dir(cfg, files)
     run = train_process(cfg, work)

@@ -583,7 +583,8 @@ class Trainer:
                 if not path.exists():
                     raise MissingFileError(path)
         created = not model_dir.exists()
-        model_dir.mkdir(parents=True, exist_ok=True)
+        if self.ctx.main:  # only rank 0 makes it: a failed start removes it, and no rank makes it again
+            model_dir.mkdir(parents=True, exist_ok=True)
         try:
             if not resume:  # rank 0 builds the vocabularies; the others read them
                 on_main_rank(self.ctx, lambda: self.write_tokenizers(vocabularies(cfg, files)))
