@@ -31,6 +31,7 @@ from rnnsearch.config import config_from_dict, load_config, merge_dicts
 from rnnsearch.engine.prepared import ParallelFiles, prepare_or_load, prepare_split
 from rnnsearch.engine.train import vocabularies
 from rnnsearch.engine.vocab import save_tokenizers
+from rnnsearch.io import count_lines
 
 SIZES = (100_000, 1_000_000, 3_000_000, 10_000_000)
 
@@ -39,7 +40,7 @@ def repeated_corpus(corpus: Path, pairs: int, out: Path, sides=("it", "en")) -> 
     """`pairs` line pairs of the corpus's train (and train_extra) files, repeated as often as it
     takes, as plain text in `out` (kept for the next run; made again if its line count is off)."""
     files = [out / f"train.{side}" for side in sides]
-    if all(f.exists() for f in files) and _lines(files[0]) == pairs:
+    if all(f.exists() for f in files) and count_lines(files[0]) == pairs:
         return ParallelFiles(*files)
     out.mkdir(parents=True, exist_ok=True)
     parts = [sorted(corpus.glob(f"train*.{side}.gz")) for side in sides]
@@ -56,11 +57,6 @@ def repeated_corpus(corpus: Path, pairs: int, out: Path, sides=("it", "en")) -> 
                     if written == pairs:
                         return ParallelFiles(*files)
     raise AssertionError("unreachable")
-
-
-def _lines(path: Path) -> int:
-    with open(path, "rb") as f:
-        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
 
 
 def bench_config(files: ParallelFiles, model_dir: Path, cache: Path, steps: int, prepared: bool) -> dict:

@@ -578,8 +578,8 @@ class Trainer:
         if files is None:
             raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
                                   "train")
-        for split in (files, corpus_files(cfg, "valid")):  # a corpus not fetched yet: before any directory
-            for _, path in split.roles() if split is not None else ():
+        for split in filter(None, (files, corpus_files(cfg, "valid"))):  # not fetched yet: say so first
+            for _, path in split.roles():
                 if not path.exists():
                     raise MissingFileError(path)
         created = not model_dir.exists()
@@ -594,8 +594,8 @@ class Trainer:
             src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
             train: ParallelData | PreparedData
             if cfg.data.prepared:  # rank 0 prepares (or finds) the arrays, every rank maps them
-                path = on_main_rank(self.ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok).path)
-                train = open_prepared(path)
+                made = on_main_rank(self.ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))
+                train = made if self.ctx.main else open_prepared(made.path)  # checked again where mapped
             else:
                 train = in_memory_pairs(cfg, files, src_tok, tgt_tok)
             return src_tok, tgt_tok, train, validation_set(cfg, src_tok, tgt_tok)
