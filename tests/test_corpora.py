@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rnnsearch.io import DataError
 from rnnsearch.tools import corpora
 from rnnsearch.tools.cli import main
 from rnnsearch.tools.corpora import CATALOGUE, Corpus, DownloadError, Remote, get
@@ -497,3 +498,37 @@ def test_wmt14_en_fr_full_concatenates_the_statmt_bitexts(server, tmp_path):
         assert (out / f"dev.{lang}").read_text() == "".join(f"{lang} {y} {i}\n" for y in (2012, 2013)
                                                             for i in range(3))
         assert (out / f"newstest2014.{lang}").exists()
+
+
+def _hansards_files(broken: str | None = None) -> dict[str, bytes]:
+    """Every upstream file of hansards-csc401, tiny: a file's lines name it, with untidy spacing."""
+    files = {}
+    for remote in CATALOGUE["hansards-csc401"].files:
+        name = remote.url.rsplit("/", 1)[-1]
+        n = 3 if name.rsplit(".", 1)[0] == broken and name.endswith(".f") else 2
+        files[name] = "".join(f"{name}  line\t{i} \n" for i in range(n)).encode()
+    return files
+
+
+def test_hansards_training_corpus_joins_its_files_in_name_order(server, tmp_path):
+    remotes = CATALOGUE["hansards-csc401"].files
+    folders = [r.url.rsplit("/", 2)[-2] for r in remotes]
+    assert folders.count("Training") == 2 * 414 and folders.count("Testing") == 2 * 58
+    assert all(r.sha256 and len(r.sha256) == 64 and r.size for r in remotes)  # every file pinned
+    out = get("hansards-train", tmp_path / "data", cache=tmp_path / "c", mirror=server.url, progress=False,
+              catalogue=_served("hansards-csc401", server, _hansards_files()))
+    assert out == tmp_path / "data" / "hansards_csc401_en_fr"
+    train_en = gzip.open(out / "train.en.gz", "rt", encoding="utf-8").read().splitlines()
+    test_fr = gzip.open(out / "test.fr.gz", "rt", encoding="utf-8").read().splitlines()
+    stems = sorted({r.url.rsplit("/", 1)[-1][:-2] for r in remotes if "/Training/" in r.url})
+    assert train_en == [f"{stem}.e line {i}" for stem in stems for i in range(2)]
+    assert len(test_fr) == 2 * 58
+    assert test_fr[0].startswith("hansard.36.2.") and test_fr[0].endswith(".f line 0")
+
+
+def test_hansards_files_that_disagree_in_length_are_refused(server, tmp_path):
+    broken = "hansard.36.1.house.debates.001"
+    with pytest.raises(DataError, match=f"Training/{broken}: 2 English lines but 3 French ones"):
+        get("hansards-csc401", tmp_path / "data", cache=tmp_path / "c", mirror=server.url, progress=False,
+            catalogue=_served("hansards-csc401", server, _hansards_files(broken)))
+    assert not (tmp_path / "data" / "hansards_csc401_en_fr").exists()

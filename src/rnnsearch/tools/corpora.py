@@ -380,6 +380,48 @@ _FULL_PARTS = (
 )
 
 
+def _hansards_remotes() -> tuple[Remote, ...]:
+    """The 944 files of the Hansards training corpus, pinned (tools/hansards_files.py)."""
+    from rnnsearch.tools.hansards_files import BASE, FILES
+
+    remotes = []
+    for row in FILES.splitlines():
+        digest, size, path = row.split()
+        folder, name = path.split("/")
+        remotes.append(Remote(f"{BASE}{folder}/hansard.36.{name}", digest, int(size)))
+    return tuple(remotes)
+
+
+def _extract_hansards(files: dict[str, Path], out: Path) -> None:
+    """train.{en,fr}.gz from Training/, test.{en,fr}.gz from Testing/: each side's files joined in
+    file-name order, a line's whitespace collapsed; each .e file must have its .f, line for line."""
+    groups: dict[tuple[str, str], dict[str, Path]] = {}
+    for url, path in files.items():
+        folder, name = url.rsplit("/", 2)[-2:]
+        stem, ext = name.rsplit(".", 1)
+        groups.setdefault((folder, stem), {})[ext] = path
+    for folder, split in (("Training", "train"), ("Testing", "test")):
+        sides: dict[str, list[str]] = {"en": [], "fr": []}
+        for (_, stem) in sorted(key for key in groups if key[0] == folder):
+            pair = groups[folder, stem]
+            if set(pair) != {"e", "f"}:
+                raise DataError(f"{folder}/{stem}: needs an .e and an .f file, found {sorted(pair)}")
+            lines = {}
+            for lang, ext in (("en", "e"), ("fr", "f")):
+                try:
+                    text = pair[ext].read_bytes().decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{folder}/{stem}.{ext}: not UTF-8 ({e})") from None
+                lines[lang] = [" ".join(line.split()) for line in text.splitlines()]
+            if len(lines["en"]) != len(lines["fr"]):
+                raise DataError(f"{folder}/{stem}: {len(lines['en'])} English lines but {len(lines['fr'])} "
+                                "French ones")
+            for lang in sides:
+                sides[lang] += lines[lang]
+        for lang, kept in sides.items():
+            _write_gz(out / f"{split}.{lang}.gz", "\n".join(kept) + "\n")
+
+
 def _newstest_remotes() -> tuple[Remote, ...]:
     return tuple(Remote(_WMT + n, h, s) for n, (s, h) in _WMT_FILES.items())
 
@@ -395,6 +437,10 @@ def _catalogue() -> dict[str, Corpus]:
                "HLT-NAACL 2003 English-French gold word alignments: 447 test + 37 trial sentences",
                tuple(Remote(_NAACL + p, h, s) for p, (_, s, h) in _NAACL_FILES.items()),
                _copy_as({p.rsplit("/", 1)[-1]: n for p, (n, _, _) in _NAACL_FILES.items()})),
+        Corpus("hansards-csc401", "hansards_csc401_en_fr",
+               "Canadian Hansards (36th Parliament) En-Fr, 310,661 train + 48,934 test pairs of at most 18 "
+               "tokens, French unaccented: the training text for the NAACL-2003 alignment evaluation",
+               _hansards_remotes(), _extract_hansards),
         Corpus("tatoeba-cmn-eng", "tatoeba_cmn_eng",
                "Tatoeba English-Chinese pairs (manythings.org cmn.txt, CC BY 2.0 FR, attribution kept)",
                (Remote("https://raw.githubusercontent.com/DaoChaShao/py-st-dl-translater-2.0/"
@@ -424,7 +470,8 @@ def _catalogue() -> dict[str, Corpus]:
 
 CATALOGUE = _catalogue()
 ALIASES = {"tatoeba": "tatoeba-cmn-eng", "europarl": "europarl-it-en", "wmt14": "wmt14-newstest",
-           "newstest": "wmt14-newstest", "hansards": "hansards-naacl2003", "wmt14-en-fr-paper": "wmt14-en-fr"}
+           "newstest": "wmt14-newstest", "hansards": "hansards-naacl2003",
+           "hansards-train": "hansards-csc401", "wmt14-en-fr-paper": "wmt14-en-fr"}
 
 
 # -- downloading ------------------------------------------------------------------------------------
