@@ -28,8 +28,8 @@ from pathlib import Path
 
 from benchmarks.common import BENCH_CONFIG, ROOT, cpu_features, cpu_name
 from rnnsearch.config import config_from_dict, load_config, merge_dicts
+from rnnsearch.engine.corpus import vocabularies
 from rnnsearch.engine.prepared import ParallelFiles, prepare_or_load, prepare_split
-from rnnsearch.engine.train import vocabularies
 from rnnsearch.engine.vocab import save_tokenizers
 from rnnsearch.io import count_lines
 

@@ -118,7 +118,7 @@ def test_the_reversal_is_found_and_links_index_the_training_tokens(tmp_path, cap
 def test_pieces_and_a_reversed_source_follow_the_prepared_ids(tmp_path):
     needs_eflomal()
     from rnnsearch.engine.aligner import align_config
-    from rnnsearch.engine.train import prepare
+    from rnnsearch.engine.corpus import prepare
 
     cfg = reverse_config(tmp_path, kind="bpe", reverse_source=True)
     alignment, data = align_config(cfg), prepare(cfg)
@@ -144,7 +144,7 @@ def test_pieces_and_a_reversed_source_follow_the_prepared_ids(tmp_path):
 def test_dropped_pairs_have_empty_lines_and_no_token_links(tmp_path):
     needs_eflomal()
     from rnnsearch.engine.aligner import align_config
-    from rnnsearch.engine.train import prepare
+    from rnnsearch.engine.corpus import prepare
 
     cfg = reverse_config(tmp_path, max_len=8)
     src = Path(cfg.data.train_src).read_text(encoding="utf-8").splitlines()

@@ -11,7 +11,8 @@ from conftest import toy_config
 from safetensors.torch import load_file
 
 from rnnsearch.config import ConfigError
-from rnnsearch.engine.train import prepare, train
+from rnnsearch.engine.corpus import prepare
+from rnnsearch.engine.train import train
 from rnnsearch.tools.cli import main
 
 

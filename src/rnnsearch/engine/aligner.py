@@ -52,6 +52,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -62,6 +63,7 @@ import numpy as np
 from rnnsearch.config import Config
 from rnnsearch.engine.alignment import Links, format_pharaoh, symmetrize
 from rnnsearch.engine.checkpoint import read_config
+from rnnsearch.engine.corpus import prepare
 from rnnsearch.engine.data import normalize
 from rnnsearch.engine.prepared import (
     CHUNK_PAIRS,
@@ -72,7 +74,6 @@ from rnnsearch.engine.prepared import (
     install,
     read_chunks,
 )
-from rnnsearch.engine.train import prepare
 from rnnsearch.engine.vocab import SentencePiece, load_tokenizers
 from rnnsearch.io import DataError
 
@@ -352,30 +353,68 @@ class _LinkWriter:
         self.offsets.finish()
 
 
-def _convert(data: PreparedData, work: Path, out: Path, mapper: _PieceMapper,
-             settings: AlignSettings) -> dict[str, int]:
-    """Symmetrise eflomal's links and write links.txt, the token links and lexicon.tsv."""
+LinksOf = Callable[[int, list[str], list[str]], Links]  # (line index, source words, target words) -> links
+
+
+def _convert(data: PreparedData, out: Path, mapper: _PieceMapper, links_of: LinksOf,
+             top_k: int) -> dict[str, int]:
+    """links.txt, the token links and lexicon.tsv of the split's kept pairs, their word links
+    given by `links_of`."""
     writer, lexicon = _LinkWriter(out, _link_dtype(data)), Lexicon()
     counts = {"word_links": 0}
-    with open(work / "fwd", encoding="utf-8") as fwd, open(work / "rev", encoding="utf-8") as rev, \
-            open(out / "links.txt", "w", encoding="utf-8") as text:
+    with open(out / "links.txt", "w", encoding="utf-8") as text:
         for line, k, src_words, tgt_words in _corpus_words(data):
             if k is None:
                 text.write("\n")
                 continue
-            sizes = len(src_words), len(tgt_words)
-            where = f"eflomal's %s links of the pair at line {line + 1}"
-            forward = _read_links(fwd.readline(), where % "forward", *sizes)
-            backward = _read_links(rev.readline(), where % "reverse", *sizes)
-            links = symmetrize(forward, backward, settings.symmetrize)
+            links = links_of(line, src_words, tgt_words)
             text.write(format_pharaoh(links) + "\n")
             lexicon.add(src_words, tgt_words, links)
             writer.append(mapper.links(k, src_words, tgt_words, links))
             counts["word_links"] += len(links)
     writer.finish()
-    lexicon.write(out / "lexicon.tsv", settings.top_k)
+    lexicon.write(out / "lexicon.tsv", top_k)
     return {**counts, "links": writer.total, "unmapped": mapper.unmapped,
             "lexicon_words": len(lexicon.counts)}
+
+
+def _symmetrised(work: Path, settings: AlignSettings, stack: ExitStack) -> LinksOf:
+    """eflomal's two directions of each pair (files of `work`, read in order), symmetrised."""
+    fwd = stack.enter_context(open(work / "fwd", encoding="utf-8"))
+    rev = stack.enter_context(open(work / "rev", encoding="utf-8"))
+
+    def links_of(line: int, src_words: list[str], tgt_words: list[str]) -> Links:
+        sizes = len(src_words), len(tgt_words)
+        where = f"eflomal's %s links of the pair at line {line + 1}"
+        forward = _read_links(fwd.readline(), where % "forward", *sizes)
+        backward = _read_links(rev.readline(), where % "reverse", *sizes)
+        return symmetrize(forward, backward, settings.symmetrize)
+
+    return links_of
+
+
+class _LinksFile:
+    """A Pharaoh file of word links, a line a corpus line, read in step with the corpus: the
+    line of each kept pair parsed and checked (the lines of dropped pairs are skipped unread)."""
+
+    def __init__(self, path: Path, stack: ExitStack):
+        self.path, self.file, self.read = path, stack.enter_context(open(path, encoding="utf-8")), 0
+
+    def __call__(self, line: int, src_words: list[str], tgt_words: list[str]) -> Links:
+        while self.read <= line:
+            text = self.file.readline()
+            if not text:
+                raise DataError(f"{self.path}: {self.read} lines, but the corpus has more (the pair at "
+                                f"line {line + 1} has no links line); give a line a corpus line")
+            self.read += 1
+        return _read_links(text, f"{self.path}:{line + 1}", len(src_words), len(tgt_words))
+
+    def check_end(self, lines: int) -> None:
+        """Refuse a file longer than the corpus (`lines`): it belongs to another one."""
+        while self.read < lines and self.file.readline():
+            self.read += 1
+        if self.file.readline():
+            raise DataError(f"{self.path}: more lines than the corpus's {lines}; give a line a corpus line")
 
 
 def _fsync_files(folder: Path) -> None:
@@ -405,7 +444,8 @@ def _plan(data: PreparedData, settings: AlignSettings) -> dict[str, Any]:
 
 
 def _fingerprint(meta: dict[str, Any]) -> str:
-    content = {key: meta[key] for key in ("format", "prepared", "eflomal", "settings")}
+    keys = ("format", "prepared", "eflomal", "links_file", "settings")  # eflomal's or a file's
+    content = {key: meta[key] for key in keys if key in meta}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -418,20 +458,61 @@ def align_prepared(data: PreparedData, src_tok: Any, tgt_tok: Any,
     """The alignment of a prepared split's pairs (made with these tokenizers): reused when the
     prepared cache holds it for this split and these settings, else made by eflomal and installed."""
     require_eflomal()
-    meta = _plan(data, settings)
+
+    def fill(tmp: Path, meta: dict[str, Any]) -> None:
+        (tmp / "work").mkdir()
+        meta["pairs"] = _run_eflomal(data, tmp / "work", settings)
+        with ExitStack() as stack:
+            links_of = _symmetrised(tmp / "work", settings, stack)
+            meta.update(_convert(data, tmp, _PieceMapper(data, src_tok, tgt_tok), links_of, settings.top_k))
+        shutil.rmtree(tmp / "work")
+
+    return _installed(data, _plan(data, settings), fill)
+
+
+def links_from_file(data: PreparedData, src_tok: Any, tgt_tok: Any, path: str | Path,
+                    top_k: int = AlignSettings.top_k) -> Alignment:
+    """The word links of a Pharaoh file (a line a corpus line, `i-j` over the whitespace words of
+    the text as data.normalize leaves it: the form of links.txt; the lines of pairs the split
+    drops are not read) mapped onto the split's tokens and installed like eflomal's, keyed by the
+    file's bytes: train.guided_alignment=PATH."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such links file (train.guided_alignment)")
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    meta: dict[str, Any] = {"format": FORMAT_VERSION, "prepared": data.meta["fingerprint"],
+                            "links_file": {"sha256": digest.hexdigest(), "name": path.name},
+                            "settings": {"top_k": top_k}}
+    meta["fingerprint"] = _fingerprint(meta)
+
+    def fill(tmp: Path, meta: dict[str, Any]) -> None:
+        with ExitStack() as stack:
+            links_of = _LinksFile(path, stack)
+            meta.update(_convert(data, tmp, _PieceMapper(data, src_tok, tgt_tok), links_of, top_k))
+            m = data.meta
+            links_of.check_end(int(m["kept"]) + int(m["dropped_blank"]) + int(m["dropped_long"]))
+        meta["pairs"] = len(data)
+
+    return _installed(data, meta, fill)
+
+
+def _installed(data: PreparedData, meta: dict[str, Any],
+               fill: Callable[[Path, dict[str, Any]], None]) -> Alignment:
+    """The alignment `meta` describes: the installed one, or `fill`ed into a temporary directory
+    (its counts added to `meta`) and renamed into place beside the split."""
     final = data.path.parent / _dir_name(meta["fingerprint"])
     if final.exists():
         log.info("reusing alignment %s", final)
         return open_alignment(final, meta["fingerprint"])
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "work").mkdir(parents=True)
+    tmp.mkdir(parents=True)
     began = time.perf_counter()
     try:
-        meta["pairs"] = _run_eflomal(data, tmp / "work", settings)
-        mapper = _PieceMapper(data, src_tok, tgt_tok)
-        meta.update(_convert(data, tmp / "work", tmp, mapper, settings))
-        shutil.rmtree(tmp / "work")
+        fill(tmp, meta)
         np.save(tmp / "index.npy", np.asarray(data.index))
         meta["seconds"] = round(time.perf_counter() - began, 1)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
@@ -448,7 +529,7 @@ def align_prepared(data: PreparedData, src_tok: Any, tgt_tok: Any,
 
 
 def align_config(cfg: Config, settings: AlignSettings = AlignSettings()) -> Alignment:
-    """`rnnsearch data align CONFIG`: the training pairs prepared (engine.train.prepare: the run's
+    """`rnnsearch data align CONFIG`: the training pairs prepared (engine.corpus.prepare: the run's
     vocabularies, or new ones saved in the model directory), then aligned."""
     require_eflomal()
     data = prepare(cfg)

@@ -10,7 +10,6 @@ import math
 import random
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -30,24 +29,12 @@ from rnnsearch.engine.checkpoint import (
     save_train_state,
     save_weights,
 )
-from rnnsearch.engine.data import (
-    ParallelData,
-    collate,
-    drop_words,
-    make_batches,
-    read_parallel,
-    target_tokens,
-)
+from rnnsearch.engine.corpus import corpus_files, in_memory_pairs, load_pairs, prepared_pairs, vocabularies
+from rnnsearch.engine.data import ParallelData, collate, drop_words, make_batches, target_tokens
 from rnnsearch.engine.precision import choose, model_size
-from rnnsearch.engine.prepared import (
-    ParallelFiles,
-    PreparedData,
-    open_prepared,
-    prepare_or_load,
-    sample_pairs,
-)
+from rnnsearch.engine.prepared import PreparedData, open_prepared
 from rnnsearch.engine.translate import Translator
-from rnnsearch.engine.vocab import PAD, build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.engine.vocab import PAD, load_tokenizers, save_tokenizers
 from rnnsearch.io import DataError, MissingFileError, atomic_write_text
 from rnnsearch.nn.attention import at_least_fp32
 from rnnsearch.nn.model import RNNsearch, build_model
@@ -207,20 +194,6 @@ def _logged_step(line: str) -> float:
         return json.loads(line).get("step", 0)
     except json.JSONDecodeError:
         return math.inf
-
-
-def corpus_files(cfg: Config, split: str) -> Optional[ParallelFiles]:
-    """The files of data.{split}_src/_tgt or data.{split}_tsv; None when the config names none."""
-    d = cfg.data
-    src, tgt, tsv = getattr(d, f"{split}_src"), getattr(d, f"{split}_tgt"), getattr(d, f"{split}_tsv")
-    if src is None and tsv is None:
-        return None
-    return ParallelFiles(src, tgt, tsv)
-
-
-def _load_pairs(cfg: Config, split: str):
-    files = corpus_files(cfg, split)
-    return None if files is None else read_parallel(files.src, files.tgt, files.tsv)
 
 
 @torch.no_grad()
@@ -425,72 +398,9 @@ def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step:
             old.unlink()
 
 
-def _build_tokenizers(cfg: Config, files: ParallelFiles) -> tuple:
-    """Vocabularies from the text as the model will see it (control characters cleaned, case as
-    configured): every pair, or a seeded sample of vocab.sample_pairs of a larger corpus, read
-    streaming so that a corpus of millions of pairs is never held in memory."""
-    n = cfg.vocab.sample_pairs or sys.maxsize
-    src_norm, tgt_norm = sample_pairs(files, n, cfg.train.seed, cfg.data.lowercase)
-    log.info("building %s vocabularies (size %d) from %d pairs", cfg.vocab.kind, cfg.vocab.size,
-             len(src_norm))
-    return build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
-
-
-def vocabularies(cfg: Config, files: ParallelFiles) -> tuple:
-    """The (source, target) tokenizers of a fresh run: those `rnnsearch data prepare` saved in the
-    model directory for this very corpus and vocabulary setting, else built now."""
-    model_dir = Path(cfg.model_dir)
-    try:
-        saved = read_config(model_dir)
-        same = (saved.data, saved.vocab, saved.train.seed) == (cfg.data, cfg.vocab, cfg.train.seed)
-        tokenizers = load_tokenizers(model_dir, cfg.vocab) if same else None
-    except (CheckpointError, ConfigError, DataError):
-        tokenizers = None
-    if tokenizers is None:
-        return _build_tokenizers(cfg, files)
-    log.info("using the vocabularies already in %s (same corpus and vocab settings)", model_dir)
-    return tokenizers
-
-
-def prepare(cfg: Config) -> PreparedData:
-    """`rnnsearch data prepare`: what a fresh `rnnsearch train` of `cfg` does before its first
-    step, done ahead of time: the vocabularies, saved in the model directory (or those of the run
-    already there), and the training pairs prepared; the run then starts in seconds."""
-    files = corpus_files(cfg, "train")
-    if files is None:
-        raise ConfigError("config: data.train_src/train_tgt (or data.train_tsv) are required to prepare")
-    model_dir = Path(cfg.model_dir)
-    if (model_dir / "train_state.safetensors").exists():  # a run's own vocabularies, as --resume reads them
-        cfg = read_config(model_dir)
-        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-    else:
-        model_dir.mkdir(parents=True, exist_ok=True)
-        src_tok, tgt_tok = vocabularies(cfg, files)
-        save_tokenizers(model_dir, cfg.vocab, src_tok, tgt_tok)
-        cfg.save(model_dir / "config.json")
-    return prepared_pairs(cfg, files, src_tok, tgt_tok)
-
-
-def prepared_pairs(cfg: Config, files: ParallelFiles, src_tok, tgt_tok) -> PreparedData:
-    """The training pairs encoded once into memory-mapped arrays (engine/prepared.py), reused while
-    the corpus, the vocabularies and the encoding options stay the same."""
-    d = cfg.data
-    cache = d.prepared_dir or Path(cfg.model_dir) / "prepared"
-    return prepare_or_load(files, src_tok, tgt_tok, cache, max_len=d.max_len, lowercase=d.lowercase,
-                           reverse_source=d.reverse_source, workers=d.prepare_workers or None)
-
-
-def in_memory_pairs(cfg: Config, files: ParallelFiles, src_tok, tgt_tok) -> ParallelData:
-    """The training pairs read and encoded into memory (data.prepared: false)."""
-    d = cfg.data
-    srcs, tgts = read_parallel(files.src, files.tgt, files.tsv)
-    return ParallelData.encode(srcs, tgts, src_tok, tgt_tok, d.max_len, d.reverse_source, d.lowercase,
-                               name="train")
-
-
 def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
     """The validation pairs, encoded in memory with their text kept for BLEU; None without any."""
-    valid = _load_pairs(cfg, "valid")
+    valid = load_pairs(cfg, "valid")
     if valid is None:
         return None
     d = cfg.data
@@ -598,11 +508,16 @@ class Trainer:
                 train = made if self.ctx.main else open_prepared(made.path)  # checked again where mapped
             else:
                 train = in_memory_pairs(cfg, files, src_tok, tgt_tok)
+            self.load_extra(train, src_tok, tgt_tok)
             return src_tok, tgt_tok, train, validation_set(cfg, src_tok, tgt_tok)
         except BaseException:
             if created and self.ctx.main:
                 shutil.rmtree(model_dir, ignore_errors=True)
             raise
+
+    def load_extra(self, train: ParallelData | PreparedData, src_tok, tgt_tok) -> None:
+        """What else a subclass's loss reads about the training pairs (GuidedTrainer: their word
+        links), loaded here so that a failure leaves no half-made model directory either."""
 
     def write_tokenizers(self, tokenizers: tuple) -> None:
         """A fresh run's (source, target) tokenizers, into the model directory (rank 0)."""
@@ -922,13 +837,18 @@ def _bar(**kw):
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train one model per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`;
     returns its path. `rnnsearch.train` is this, or for a config with train.agreement the joint
-    training of two models (AgreementTrainer, engine/agreement.py), which this refuses.
+    training of two models (AgreementTrainer, engine/agreement.py) and with
+    train.guided_alignment GuidedTrainer (engine/guided.py), which this refuses.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).
     SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
     `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
     """
-    if run_config(cfg, resume).train.agreement:
+    t = run_config(cfg, resume).train
+    if t.agreement:
         raise ConfigError("train.agreement: trains a pair of models, which rnnsearch.train runs (with "
                           "engine/agreement.py's AgreementTrainer); engine.train.train trains one")
+    if t.guided_alignment:
+        raise ConfigError("train.guided_alignment: rnnsearch.train runs it (engine/guided.py's "
+                          "GuidedTrainer); engine.train.train trains without it")
     return Trainer(cfg, resume).run()

@@ -92,7 +92,7 @@ def prepare_config(config: str | None, overrides: list[str]) -> None:
     """`rnnsearch data prepare CONFIG`: the vocabularies and the prepared training corpus of a
     fresh `rnnsearch train CONFIG`, made now, on every core."""
     from rnnsearch.config import load_config
-    from rnnsearch.engine.train import prepare
+    from rnnsearch.engine.corpus import prepare
 
     if not config:
         raise ConfigError("data prepare: give the CONFIG file that `rnnsearch train` will be given")
