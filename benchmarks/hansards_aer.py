@@ -111,6 +111,43 @@ def prepare(data: Path, work: Path, n_train: int, seed: int) -> dict:
     return paths
 
 
+def bleu_sample(data: Path, work: Path, n: int, seed: int) -> dict:
+    """A seeded sample of n pairs of the Hansards test split (hansards_csc401_en_fr test.*.gz: the
+    2nd session, apart from the training text), normalised like the training text: the BLEU set."""
+    prep = work / "data"
+    paths = {lang: prep / f"bleu{n}.{lang}" for lang in ("fr", "en")}
+    if all(p.exists() for p in paths.values()):
+        return {k: str(v) for k, v in paths.items()}
+    src = data / "hansards_csc401_en_fr"
+    sides = {}
+    for lang in ("fr", "en"):
+        with gzip.open(src / f"test.{lang}.gz", "rt", encoding="utf-8") as f:
+            sides[lang] = f.read().splitlines()
+    order = sorted(random.Random(seed).sample(range(len(sides["fr"])), n))
+    prep.mkdir(parents=True, exist_ok=True)
+    for lang in ("fr", "en"):
+        text = "\n".join(tokenize(sides[lang][i], lang == "fr") for i in order) + "\n"
+        tmp = paths[lang].with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(paths[lang])
+    return {k: str(v) for k, v in paths.items()}
+
+
+def model_bleu(model: Path, src: str, ref: str, device: str = "cpu", beam: int = 5) -> dict:
+    """BLEU (sacrebleu, default 13a tokenisation, on the normalised lower-cased text) of the model's
+    best weights on src against ref, beam search."""
+    import sacrebleu
+
+    from rnnsearch.engine.translate import load
+
+    sources = Path(src).read_text(encoding="utf-8").splitlines()
+    refs = Path(ref).read_text(encoding="utf-8").splitlines()
+    start = time.time()
+    hyps = [t.text for t in load(model, device=device).translate(sources, beam=beam, attention=False)]
+    return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2), "sentences": len(sources),
+            "beam": beam, "seconds": round(time.time() - start, 1)}
+
+
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
@@ -221,7 +258,7 @@ def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.environ.get("RNNSEARCH_DATA") or "data",
                     help="folder holding hansards_csc401_en_fr/ and hansards_naacl2003_align_gold/ "
@@ -242,13 +279,20 @@ def main() -> None:
                     help="config override for the models, e.g. train.device=cuda (new runs and resumes)")
     ap.add_argument("--device", default="cpu", help="where the attention for the AER is computed")
     ap.add_argument("--skip-eflomal", action="store_true")
+    ap.add_argument("--bleu-sentences", type=int, default=2000,
+                    help="BLEU of each model on a seeded sample of this many Hansards test pairs (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if args.agreement and args.both_directions:
+        ap.error("--agreement trains both directions itself: leave out --both-directions")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     data, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     paths = prepare(data, work, args.sentences, args.seed)
-    if args.agreement and args.both_directions:
-        ap.error("--agreement trains both directions itself: leave out --both-directions")
     model, reverse = work / "model", (work / "model_en_fr" if args.both_directions else None)
     if args.agreement:  # one joint run: the reverse model is the run's reverse/ directory
         model = work / f"model_agree-{args.agreement_loss}-{args.agreement:g}"
@@ -265,6 +309,11 @@ def main() -> None:
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
                         for m in (model, reverse) if m is not None and (m / "train_state.json").exists()},
               "attention": attention_aer(model, paths, data, reverse, args.device)}
+    if args.bleu_sentences:
+        sample = bleu_sample(data, work, args.bleu_sentences, args.seed)
+        result["bleu"] = {"fr-en": model_bleu(model, sample["fr"], sample["en"], args.device)}
+        if reverse is not None:
+            result["bleu"]["en-fr"] = model_bleu(reverse, sample["en"], sample["fr"], args.device)
     if args.agreement:
         result["agreement"] = {"weight": args.agreement, "loss": args.agreement_loss}
     if not args.skip_eflomal:

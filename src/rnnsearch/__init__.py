@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rnnsearch.config import Config, load_config
 from rnnsearch.engine.agreement import AgreementTrainer
+from rnnsearch.engine.guided import GuidedTrainer
 from rnnsearch.engine.train import Trainer, run_config
 from rnnsearch.engine.translate import Translation, Translator, load
 from rnnsearch.nn.model import RNNencdec, RNNsearch, build_model
@@ -24,12 +25,14 @@ __version__ = "0.1.0"
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path. The loop is
     `Trainer` (engine/train.py); with train.agreement, `AgreementTrainer` trains the two directions
-    together (engine/agreement.py). It is chosen here, above both modules, because the second
-    builds on the first.
+    together (engine/agreement.py); with train.guided_alignment, `GuidedTrainer` teaches the
+    attention a word aligner's links (engine/guided.py). It is chosen here, above the modules,
+    because the others build on the first.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).
     SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
     `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
     """
-    trainer = AgreementTrainer if run_config(cfg, resume).train.agreement else Trainer
+    t = run_config(cfg, resume).train
+    trainer = AgreementTrainer if t.agreement else GuidedTrainer if t.guided_alignment else Trainer
     return trainer(cfg, resume).run()

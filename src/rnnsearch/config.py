@@ -109,6 +109,13 @@ class TrainConfig:
     # beside this one, in model_dir/reverse, both attentions pulled towards one alignment; 0: off
     agreement: float = 0.0
     agreement_loss: Literal["sos", "mul"] = "mul"  # Δ, the disagreement of the two attentions
+    # guided alignment (engine/guided.py): the attention pulled towards given word links; "auto":
+    # eflomal's (rnnsearch data align, made on first use), or a Pharaoh links file; None: off
+    guided_alignment: Optional[str] = None
+    guided_alignment_weight: float = 1.0  # the loss's weight against the NLL (both per target token)
+    guided_alignment_loss: Literal["ce", "mse"] = "ce"  # cross-entropy or squared error to the links
+    guided_alignment_shift: int = 0  # 0: α_i guided to the links of y_i; 1: α_{i+1} (see guided.py)
+    guided_alignment_half_life: int = 0  # steps in which the weight halves; 0: constant
     # steps trained with every model.dropout_* and word dropout off before they apply ("late
     # dropout"): a small corpus is learned fastest unregularised, then dropout keeps it from overfitting
     dropout_start: int = 0
@@ -304,6 +311,16 @@ def _validate(cfg: Config, source: str) -> None:
     if t.agreement:  # the two directions' attention: RNNsearch only, each source read in order
         need(m.arch == "rnnsearch", "train.agreement", f"needs attention: model.arch rnnsearch, not {m.arch}")
         need(not cfg.data.reverse_source, "train.agreement", "does not combine with data.reverse_source")
+    if t.guided_alignment:
+        need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
+             f"not {m.arch}")
+        need(not t.agreement, "train.guided_alignment", "does not combine with train.agreement")
+        need(cfg.data.prepared, "train.guided_alignment", "reads the links of prepared pairs: needs "
+             "data.prepared")
+        need(t.guided_alignment_weight > 0, "train.guided_alignment_weight", "must be positive")
+        need(t.guided_alignment_shift in (0, 1), "train.guided_alignment_shift", "must be 0 or 1")
+        need(t.guided_alignment_half_life >= 0, "train.guided_alignment_half_life",
+             "must be >= 0 (0: constant)")
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
     need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
     need(t.dropout_start >= 0, "train.dropout_start", "must be >= 0 (0: dropout from the first step)")

@@ -1,0 +1,207 @@
+"""Guided alignment (engine/guided.py): the gold attention, the two losses, the one-step shift, links
+read from a file onto the training tokens, and training that moves the attention where it is told."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import rnnsearch
+from rnnsearch.config import ConfigError, config_from_dict
+from rnnsearch.engine.guided import gold_attention, guide_weight, guided_loss
+from rnnsearch.io import DataError
+from tests.conftest import random_batch, tiny_model
+
+
+def test_gold_attention_normalises_each_linked_row_and_leaves_the_rest_zero():
+    links = [np.array([[0, 0], [2, 0], [1, 2]]), None, np.zeros((0, 2), np.int64)]
+    gold = gold_attention(links, src_len=3, rows=4)
+    assert gold.shape == (3, 4, 3)
+    assert gold[0, 0].tolist() == [0.5, 0.0, 0.5]  # target token 0 linked to sources 0 and 2
+    assert gold[0, 1].tolist() == [0.0, 0.0, 0.0]  # target token 1: no link, no row
+    assert gold[0, 2].tolist() == [0.0, 1.0, 0.0]
+    assert gold[0, 3].tolist() == [0.0, 0.0, 0.0]  # the </s> row: the source has no end token
+    assert not gold[1:].any()  # no links at all
+    shifted = gold_attention(links, src_len=3, rows=4, shift=1)
+    assert torch.equal(shifted[0, 1:], gold[0, :3]) and not shifted[0, 0].any()  # row t + 1
+
+
+def test_the_losses_on_a_hand_made_case():
+    alpha = torch.tensor([[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]]])
+    gold = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 0.0]]])  # row 2 unaligned
+    ce = -(np.log(0.7) + 0.5 * np.log(0.1) + 0.5 * np.log(0.8))
+    assert guided_loss(alpha, gold, "ce").item() == pytest.approx(ce, rel=1e-5)
+    mse = (0.3 ** 2 + 0.2 ** 2 + 0.1 ** 2) + (0.1 ** 2 + 0.4 ** 2 + 0.3 ** 2)
+    assert guided_loss(alpha, gold, "mse").item() == pytest.approx(mse, rel=1e-5)
+    # what an unaligned row attends to costs nothing, in either loss
+    other = alpha.clone()
+    other[0, 2] = torch.tensor([0.9, 0.05, 0.05])
+    for kind in ("ce", "mse"):
+        assert guided_loss(other, gold, kind).item() == pytest.approx(guided_loss(alpha, gold, kind).item())
+    with pytest.raises(ValueError, match="ce, mse"):
+        guided_loss(alpha, gold, "kl")
+
+
+def test_the_weight_halves_every_half_life():
+    assert guide_weight(0.8, 0, 10_000) == 0.8
+    assert guide_weight(0.8, 1000, 0) == 0.8
+    assert guide_weight(0.8, 1000, 1000) == pytest.approx(0.4)
+    assert guide_weight(0.8, 1000, 3000) == pytest.approx(0.1)
+
+
+def test_the_attention_row_of_a_word_is_scored_before_the_decoder_reads_it():
+    """The shift the loss must handle. Row t of α (0-based: the attention that predicts target
+    token t) is scored from the state before step t reads its input, tgt_in[t]; target token t is
+    tgt_in[t + 1]. Changing the input read at step k leaves rows 0..k as they were and changes the
+    rows after it: no row up to t + 1 has read token t. Shift 0 guides row t, the attention that
+    produces the token; shift 1 guides row t + 1, scored from s_t, the state that emitted it."""
+    model = tiny_model()
+    src, mask = random_batch([5])
+    tgt = torch.tensor([[1, 5, 6, 7, 8]])  # <s> y_1 .. y_4 as the decoder reads them
+    _, alpha = model(src, mask, tgt)
+    changed = tgt.clone()
+    changed[0, 2] = 11  # y_2, read at step 2; it is target token 1, predicted by row 1
+    _, beta = model(src, mask, changed)
+    assert torch.equal(alpha[0, :3], beta[0, :3])
+    assert not torch.allclose(alpha[0, 3], beta[0, 3])
+    # the loss reads the rows the shift says: shift 1 never the first row, shift 0 never the last
+    links = [np.array([[0, 0], [1, 1], [2, 2], [3, 3]])]
+    for shift, untouched in ((0, 4), (1, 0)):
+        a = alpha.detach().clone().requires_grad_(True)
+        guided_loss(a, gold_attention(links, 5, 5, shift).double()).backward()
+        assert not a.grad[0, untouched].any() and a.grad[0, 4 - untouched].abs().sum() > 0
+
+
+def toy_config(tmp: Path, **train):
+    from rnnsearch.tools.toy import write_toy_corpus
+
+    files = write_toy_corpus(tmp / "data", task="reverse", n_train=1200, n_valid=40, vocab=30, min_len=4,
+                             max_len=8)
+    return config_from_dict({"preset": "tiny", "model_dir": str(tmp / "run"), "data": files,
+                             "train": {"max_steps": 400, "valid_every": 0, "valid_metric": "loss",
+                                       "log_every": 50, "seed": 3, **train}})
+
+
+def diagonal_links(cfg, path: Path) -> Path:
+    """Links that contradict the task: target word j to source word j (the reversal's answer is
+    source word n-1-j). Attention follows them only if it is taught to."""
+    src = Path(cfg.data.train_src).read_text(encoding="utf-8").splitlines()
+    path.write_text("".join(" ".join(f"{j}-{j}" for j in range(len(s.split()))) + "\n" for s in src),
+                    encoding="utf-8")
+    return path
+
+
+def attention_on(model_dir: Path, cfg) -> list[np.ndarray]:
+    """Each validation pair's teacher-forced attention (target words x source words)."""
+    from rnnsearch.engine.data import ParallelData, collate
+    from rnnsearch.engine.translate import load
+
+    translator = load(model_dir, device="cpu")
+    srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
+    tgts = Path(cfg.data.valid_tgt).read_text(encoding="utf-8").splitlines()
+    data = ParallelData.encode(srcs, tgts, translator.src_tok, translator.tgt_tok, 100)
+    batch = collate(data.examples)
+    with torch.no_grad():
+        _, alpha = translator.model.eval()(batch.src, batch.src_mask, batch.tgt_in)
+    return [alpha[b, :len(e.tgt) + 1, :len(e.src)].numpy() for b, e in enumerate(data.examples)]
+
+
+def share_on(attention: list[np.ndarray], shift: int, target) -> float:
+    """The share of target words j whose row j + shift has its argmax on source word target(j, n)."""
+    hits = total = 0
+    for a in attention:
+        n = a.shape[1]
+        for j in range(n):
+            hits += int(a[j + shift].argmax()) == target(j, n)
+            total += 1
+    return hits / total
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_training_moves_the_attention_onto_the_given_links(tmp_path, shift):
+    cfg = toy_config(tmp_path / "guided", guided_alignment=str(diagonal_links(
+        toy_config(tmp_path / "guided"), tmp_path / "diagonal.txt")), guided_alignment_shift=shift)
+    rnnsearch.train(cfg)
+    log = [json.loads(x) for x in (tmp_path / "guided" / "run" / "log.jsonl").read_text().splitlines()]
+    train_records = [r for r in log if r["kind"] == "train"]
+    assert train_records[-1]["guided_loss"] < 0.5 * train_records[0]["guided_loss"]
+    assert train_records[-1]["guided_weight"] == 1.0
+    guided = attention_on(tmp_path / "guided" / "run", cfg)
+    assert share_on(guided, shift, lambda j, n: j) >= 0.9
+    unguided_cfg = toy_config(tmp_path / "plain")
+    rnnsearch.train(unguided_cfg)
+    plain = attention_on(tmp_path / "plain" / "run", unguided_cfg)
+    assert share_on(plain, shift, lambda j, n: j) <= 0.5  # the diagonal is not what the task teaches
+
+
+def test_a_links_file_is_mapped_onto_the_prepared_tokens_and_checked(tmp_path):
+    from rnnsearch.engine.aligner import links_from_file
+    from rnnsearch.engine.corpus import prepare
+    from rnnsearch.engine.vocab import load_tokenizers
+
+    cfg = toy_config(tmp_path, guided_alignment="unused")
+    cfg.data.reverse_source = True
+    data = prepare(cfg)
+    src_tok, tgt_tok = load_tokenizers(tmp_path / "run", cfg.vocab)
+    path = diagonal_links(cfg, tmp_path / "links.txt")
+    alignment = links_from_file(data, src_tok, tgt_tok, path)
+    for k in range(0, len(data), 97):
+        n = len(data[k].src)  # a word vocabulary: a token a word; the split holds the source reversed
+        assert sorted(map(tuple, alignment[k].tolist())) == sorted((n - 1 - j, j) for j in range(n))
+    assert links_from_file(data, src_tok, tgt_tok, path).path == alignment.path  # reused
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for bad, message in ((["0-0 1-x", *lines[1:]], r"links.txt:1: bad link '1-x'"),
+                         (lines[:2] + ["0-0 9-9", *lines[3:]], r"links.txt:3: link 9-9 outside a pair of"),
+                         (lines[:-1], r"links.txt: 1199 lines, but the corpus has more"),
+                         ([*lines, "0-0"], r"links.txt: more lines than the corpus's 1200")):
+        broken = tmp_path / "bad" / "links.txt"
+        broken.parent.mkdir(exist_ok=True)
+        broken.write_text("\n".join(bad) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match=message):
+            links_from_file(data, src_tok, tgt_tok, broken)
+    assert not list(data.path.parent.glob(".align-*"))  # nothing half-made is left behind
+    with pytest.raises(DataError, match="no such links file"):
+        links_from_file(data, src_tok, tgt_tok, tmp_path / "missing.txt")
+
+
+def test_the_settings_are_checked_and_a_bad_file_leaves_no_model_directory(tmp_path):
+    base = toy_config(tmp_path)
+    raw = base.to_dict()
+    for train, data, message in (({"agreement": 1.0}, {}, "does not combine with train.agreement"),
+                                 ({}, {"prepared": False}, "needs data.prepared"),
+                                 ({"guided_alignment_shift": 2}, {}, "must be 0 or 1"),
+                                 ({"guided_alignment_weight": 0.0}, {}, "must be positive"),
+                                 ({"guided_alignment_loss": "kl"}, {}, "guided_alignment_loss")):
+        bad = {**raw, "train": {**raw["train"], "guided_alignment": "auto", **train},
+               "data": {**raw["data"], **data}}
+        with pytest.raises(ConfigError, match=message):
+            config_from_dict(bad)
+    from rnnsearch.engine.train import train as train_one
+
+    with pytest.raises(ConfigError, match="rnnsearch.train runs it"):
+        train_one(toy_config(tmp_path, guided_alignment="auto"))
+    lines = Path(base.data.train_src).read_text(encoding="utf-8").splitlines()
+    (tmp_path / "short.txt").write_text("0-0\n" * (len(lines) - 5), encoding="utf-8")
+    with pytest.raises(DataError, match="short.txt: 1195 lines"):
+        rnnsearch.train(toy_config(tmp_path, guided_alignment=str(tmp_path / "short.txt")))
+    assert not (tmp_path / "run").exists()
+
+
+def test_auto_aligns_with_eflomal_and_a_resumed_run_reads_the_same_links(tmp_path):
+    pytest.importorskip("eflomal", reason="guided_alignment=auto needs eflomal: pip install -e '.[align]'")
+    cfg = toy_config(tmp_path, guided_alignment="auto", max_steps=20, log_every=10)
+    rnnsearch.train(cfg)
+    (folder,) = (tmp_path / "run" / "prepared").glob("align-*")
+    made = folder.stat().st_mtime_ns
+    assert json.loads((tmp_path / "run" / "train_state.json").read_text())["step"] == 20
+    from rnnsearch.tools.cli import main
+
+    assert main(["train", "--resume", str(tmp_path / "run"), "--set", "train.max_steps=40",
+                 "--set", "train.progress=false"]) == 0
+    assert [p.stat().st_mtime_ns for p in (tmp_path / "run" / "prepared").glob("align-*")] == [made]
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in log if r["kind"] == "train"]
+    assert steps == sorted(set(steps)) and {10, 20, 30, 40} <= set(steps)  # and an epoch's end
+    assert all(r["guided_loss"] > 0 for r in log if r["kind"] == "train")
