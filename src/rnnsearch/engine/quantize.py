@@ -35,7 +35,7 @@ KINDS = ("none", "int8")
 class Int8Linear(nn.Module):
     """y = x Wᵀ + b with W in int8 (per-row scales) and x quantised per call."""
 
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_float: bool = False):
         super().__init__()
         self.in_features, self.out_features = weight.size(1), weight.size(0)
         w = weight.detach().float().cpu()
@@ -46,10 +46,13 @@ class Int8Linear(nn.Module):
             q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
         b = None if bias is None else bias.detach().float().cpu()
         self._packed = torch.ops.quantized.linear_prepack(q, b)
+        # keep_float (the output layer): fp32 rows for model.output_layer, a shortlist's few rows
+        self.weight: Optional[torch.Tensor] = w if keep_float else None
+        self.bias: Optional[torch.Tensor] = b if keep_float else None
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> Int8Linear:
-        return cls(linear.weight, linear.bias)
+    def of(cls, linear: nn.Linear, keep_float: bool = False) -> Int8Linear:
+        return cls(linear.weight, linear.bias, keep_float)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float().contiguous()
@@ -87,8 +90,9 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
     dec = model.decoder
     dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
     dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
-    for name in ("U_o", "V_o", "W_o"):
+    for name in ("U_o", "V_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
+    model.W_o = Int8Linear.of(model.W_o, keep_float=True)  # type: ignore[assignment]
     att = getattr(model, "attention", None)
     for name in ("W_a", "W_g"):
         if att is not None and hasattr(att, name):

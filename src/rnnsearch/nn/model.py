@@ -173,11 +173,17 @@ class RNNsearch(nn.Module):
         return terms[:, :self.C.out_features], terms[:, self.C.out_features:], alpha
 
     # -- decoder ---------------------------------------------------------------
-    def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context_term: torch.Tensor) -> torch.Tensor:
-        """Logits from the deep output, given C_o c_i; works on (B, ·) or (B, T, ·) alike."""
+    def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context_term: torch.Tensor,
+                output: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """Logits from the deep output, given C_o c_i; works on (B, ·) or (B, T, ·) alike.
+        `output`: W_o's rows and biases of a shortlist (`output_layer`), logits over it only."""
         t = self.U_o(state) + self.V_o(y_emb) + context_term  # t̃_i = U_o s + V_o E y_{i-1} + C_o c_i, 2l wide
-        t = t.unflatten(-1, (-1, 2)).amax(-1)  # maxout over pairs -> l
-        return self.W_o(self.drop_readout(t))
+        t = self.drop_readout(t.unflatten(-1, (-1, 2)).amax(-1))  # maxout over pairs -> l
+        return self.W_o(t) if output is None else F.linear(t, *output)
+
+    def output_layer(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_o's rows and biases of the target ids `vocab` (a shortlist, engine/shortlist.py)."""
+        return self.W_o.weight.index_select(0, vocab), self.W_o.bias.index_select(0, vocab)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
                 packed: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -256,11 +262,12 @@ class RNNsearch(nn.Module):
         self._compiled_step = torch.compile(self._time_step, dynamic=True, **options)
 
     def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor,
-             rows: Optional[torch.Tensor] = None):
+             rows: Optional[torch.Tensor] = None, output: Optional[tuple[torch.Tensor, torch.Tensor]] = None):
         """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None.
 
         rows: the output layer (most of a step's cost) only for these rows; log p is then (len(rows), V).
-        Beam search passes the hypotheses still growing: a finished one's next word is fixed."""
+        Beam search passes the hypotheses still growing: a finished one's next word is fixed.
+        output: `output_layer(vocab)`, a shortlist's; log p is then over those V' ids, (·, V')."""
         y_emb = self.tgt_emb(y_prev)
         gru_term, out_term, alpha = self.context_terms(enc, state)
         x_proj = self.decoder.W(y_emb) + gru_term
@@ -268,7 +275,7 @@ class RNNsearch(nn.Module):
         read = state if self.cfg.readout == "prev" else s_new
         if rows is not None:
             read, y_emb, out_term = (t.index_select(0, rows) for t in (read, y_emb, out_term))
-        logits = self.readout(read, y_emb, out_term)
+        logits = self.readout(read, y_emb, out_term, output)
         return F.log_softmax(at_least_fp32(logits), -1), s_new, alpha
 
     def num_parameters(self) -> int:
