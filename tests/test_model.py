@@ -347,7 +347,10 @@ def test_context_values_equal_the_explicit_context_in_value_and_gradient(dtype, 
     for path in ("values", "explicit"):
         model = tiny_model(readout=readout, double=False).to(dtype).train()
         model.set_dropout(False)
-        lp, attn = model(src, mask, tgt) if path == "values" else _with_explicit_context(model, src, mask, tgt)
+        if path == "values":
+            lp, attn = model(src, mask, tgt)
+        else:
+            lp, attn = _with_explicit_context(model, src, mask, tgt)
         (lp * torch.linspace(0.5, 1.5, lp.numel(), dtype=dtype).view_as(lp)).sum().backward()
         results.append((lp.detach(), attn.detach(), {k: p.grad for k, p in model.named_parameters()}))
     (lp, attn, grads), (lp2, attn2, grads2) = results
