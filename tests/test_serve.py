@@ -152,6 +152,26 @@ def test_alignment_on_request(live, translator):
     assert [e["alignment"] for e in t["n_best"]] == [[list(x) for x in h.alignment] for h in nbest]
 
 
+def test_html_format_carries_tags_to_the_aligned_words(live, translator):
+    """"format": "html": the model reads the text without its tags, and each tag comes back around
+    the target words aligned to the words it enclosed (the reversal model mirrors them), every tag
+    once, byte for byte; a line without tags is translated as it is, one without words keeps its
+    tags alone (an empty text is refused as in the text format)."""
+    lines = ['w1 <b>w2</b> <a href="x?a=1&amp;b=2">w3</a>', "w4 w5", "<br/>"]
+    status, _, body = live.request("/translate", {"texts": lines, "beam": 3, "format": "html"})
+    assert status == 200
+    got = [t["text"] for t in body["translations"]]
+    assert got[0] == '<a href="x?a=1&amp;b=2">w3</a> <b>w2</b> w1'
+    assert got[1] == translator.translate(["w4 w5"], beam=3)[0].text == "w5 w4"
+    assert got[2] == "<br/>"
+    status, _, body = live.request("/translate", {"text": "<i>w6</i> w7", "beam": 3, "n_best": 2,
+                                                  "format": "html"})
+    assert status == 200 and body["translation"]["text"] == "w7 <i>w6</i>"
+    assert all(e["text"].count("<i>") == 1 for e in body["translation"]["n_best"])
+    status, _, body = live.request("/translate", {"text": "w1", "format": "xml"})
+    assert status == 422 and body["field"] == "format"
+
+
 BAD = [
     (b"{not json", 400, None, "malformed JSON"),
     (b"\xff\xfe", 400, None, "not UTF-8"),

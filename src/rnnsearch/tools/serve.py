@@ -1,7 +1,8 @@
 """``rnnsearch serve``: a translation server over HTTP (Starlette on uvicorn).
 
     POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention",
-                      "alignment" (true: word links [[source, target], ...] with every translation)
+                      "alignment" (true: word links [[source, target], ...] with every translation),
+                      "format" ("html": inline tags carried to the aligned words, engine/markup.py)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
     GET  /info        model configuration, vocabulary sizes, parameters, limits
@@ -28,7 +29,7 @@ from typing import Any
 
 log = logging.getLogger("rnnsearch")
 
-FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment")
+FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format")
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Query:
     attention: bool
     single: bool  # {"text": ...} rather than {"texts": [...]}
     alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
+    markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
 
 
 def _integer(body: dict, key: str, default: int, low: int, high: int) -> int:
@@ -119,7 +121,16 @@ def parse_request(raw: bytes, limits: Limits, default_beam: int) -> Query:
         flags[key] = body.get(key, False)
         if not isinstance(flags[key], bool):
             raise RequestError(422, f"{key} must be true or false", key)
-    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"])
+    fmt = body.get("format", "text")
+    if fmt not in ("text", "html"):
+        raise RequestError(422, f"format must be \"text\" or \"html\", got {json.dumps(fmt)}", "format")
+    markup = None
+    if fmt == "html":  # the model reads the text; the tags go back around the aligned words
+        from rnnsearch.engine.markup import parse
+
+        markup = [parse(t) for t in texts]
+        texts = [m.text for m in markup]
+    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"], markup)
 
 
 @dataclass
@@ -130,7 +141,8 @@ class _Job:
 
     def __post_init__(self):
         # the attention is decoded for links too; what a request gets back is _translation_json's
-        self.params = (self.query.beam, self.query.n_best, self.query.attention or self.query.alignment)
+        q = self.query
+        self.params = (q.beam, q.n_best, q.attention or q.alignment or q.markup is not None)
 
 
 class QueueFull(Exception):
@@ -213,11 +225,13 @@ class Batcher:
                     self.pending -= sum(len(j.query.texts) for j in group)
 
 
-def _translation_json(result, query: Query) -> dict:
+def _translation_json(result, query: Query, k: int = 0) -> dict:
+    """The answer for text k of the query (`result`: its Translation, or n-best list)."""
     best = result[0] if query.n_best > 1 else result
-    out = {"text": best.text, "score": round(best.score, 6), "tokens": best.tokens}
+    text = (lambda t: t.text) if query.markup is None else (lambda t: _marked_text(t, query.markup[k]))
+    out = {"text": text(best), "score": round(best.score, 6), "tokens": best.tokens}
     if query.n_best > 1:
-        out["n_best"] = [{"text": t.text, "score": round(t.score, 6)} for t in result]
+        out["n_best"] = [{"text": text(t), "score": round(t.score, 6)} for t in result]
     if query.attention:
         out["attention"] = best.attention_json()
     if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
@@ -225,6 +239,14 @@ def _translation_json(result, query: Query) -> dict:
         for entry, t in zip(out.get("n_best", []), result if query.n_best > 1 else []):
             entry["alignment"] = _links_json(t)
     return out
+
+
+def _marked_text(t, marked) -> str:
+    """The translation with the source's tags around the words aligned to theirs (none: every tag
+    kept, placed as engine.markup.transfer places tags with no links)."""
+    from rnnsearch.engine.markup import transfer
+
+    return transfer(marked, t.text, t.alignment or ())
 
 
 def _links_json(t) -> list | None:
@@ -297,7 +319,7 @@ def _translate_handler(batcher: Batcher, limits: Limits, default_beam: int):
             retry = max(1, math.ceil(batcher.pending / max(limits.max_batch, 1) * 0.05))
             return _error(503, f"server busy: {batcher.pending} sentences queued (limit {limits.max_queue})",
                           headers={"Retry-After": str(retry)})
-        items = [_translation_json(r, query) for r in results]
+        items = [_translation_json(r, query, k) for k, r in enumerate(results)]
         body = {"translation": items[0]} if query.single else {}
         body["translations"] = items
         return JSONResponse(body)

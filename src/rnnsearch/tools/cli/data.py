@@ -13,8 +13,8 @@ def add_data(sub) -> None:
                        "corpus ahead of `rnnsearch train`, or align it word by word (eflomal)")
     p.add_argument("action", choices=["get", "list", "split", "prepare", "align"])
     p.add_argument("name", nargs="?", help="corpus: multi30k, wmt14-newstest, hansards-naacl2003, "
-                   "tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en, wmt14-en-fr (the paper's training "
-                   "data), wmt14-en-fr-full (see `rnnsearch data list`)")
+                   "hansards-csc401 (its training text), tatoeba-cmn-eng, tatoeba-fra-eng, europarl-it-en, "
+                   "wmt14-en-fr (the paper's training data), wmt14-en-fr-full (see `rnnsearch data list`)")
     p.add_argument("--dir", default="data", help="where the corpus folder is written (default ./data)")
     p.add_argument("--cache", help="download cache (default $RNNSEARCH_CACHE or ~/.cache/rnnsearch)")
     p.add_argument("--mirror", help="fetch the same paths from this base URL (or set $RNNSEARCH_MIRROR)")
