@@ -156,8 +156,11 @@ class RNNsearch(nn.Module):
         state = torch.tanh(self.W_s(summary))
         annotations = self.drop_hidden(annotations)
         keys = self.attention.keys(annotations)  # U_a h_j does not depend on i: once per sentence
-        values = torch.cat([self.C(annotations), self.C_o(annotations)], -1)  # C h_j, C_o h_j: likewise
-        return Encoded(annotations, keys, None, src_mask, state, values)
+        return Encoded(annotations, keys, None, src_mask, state, self.context_values(annotations))
+
+    def context_values(self, annotations: torch.Tensor) -> torch.Tensor:
+        """[C h_j; C_o h_j] (B, S, 3n+2l): what α_i weighs at every step, once per sentence."""
+        return torch.cat([self.C(annotations), self.C_o(annotations)], -1)
 
     def attend(self, enc: Encoded, state: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """c_i and α_i from s_{i-1}: (B, ctx), (B, S)."""
