@@ -173,6 +173,7 @@ def build_shortlist(model_dir: str | Path, frequent: int = 1000, per_source: int
 
     model_dir = Path(model_dir)
     cfg = read_config(model_dir)
+    cfg.model_dir = str(model_dir)  # where it is now: its prepared cache is found from here
     src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
     n_src, n_tgt = len(src_tok), len(tgt_tok)
     files = corpus_files(cfg, "train")
