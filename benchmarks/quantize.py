@@ -1,15 +1,18 @@
-"""int8 (and bf16) decoding against fp32, side by side on one trained model: sentences/s and BLEU.
+"""int8 (and bf16) decoding, and lexical shortlists, against fp32, side by side on one trained
+model: sentences/s and BLEU.
 
     python -m benchmarks.quantize --model runs/multi30k_de_en_cpu \
         --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz \
-        [--kinds fp32 int8 bf16]
+        [--kinds fp32 int8 bf16 fp32+shortlist int8+shortlist] [--shortlist PATH|auto]
 
 The model is loaded once per kind (``rnnsearch.load(..., quantize="none" | "int8")``; bf16 is the
 fp32 model decoding under ``precision="bf16"``); each round decodes the whole test set with every
 kind, rotating which goes first, greedy and beam 5, so that a noisy machine slows all alike; the
 speed of each is its median over the rounds. BLEU (sacrebleu, 13a) is of the translations each
-produced; every kind is compared with fp32. Prints one JSON object; docs/benchmarks.md, "int8
-decoding", has the figures.
+produced; every kind is compared with fp32. A "+shortlist" kind decodes over `--shortlist`
+(engine/shortlist.py); its coverage is the share of the reference's target pieces that are on
+their sentence's list, and its size the mean number of ids a sentence's list holds. Prints one
+JSON object; docs/benchmarks.md, "int8 decoding" and "Lexical shortlists", has the figures.
 """
 from __future__ import annotations
 
@@ -25,8 +28,26 @@ from benchmarks.common import cpu_name, print_result
 from rnnsearch.engine.evaluate import score_corpus
 from rnnsearch.io import read_aligned
 
-# kind -> (what rnnsearch.load quantizes, the precision translate runs in)
-KINDS = {"fp32": ("none", "fp32"), "int8": ("int8", "fp32"), "bf16": ("none", "bf16")}
+# kind -> (what rnnsearch.load quantizes, the precision translate runs in, over the shortlist)
+KINDS = {"fp32": ("none", "fp32", False), "int8": ("int8", "fp32", False), "bf16": ("none", "bf16", False),
+         "fp32+shortlist": ("none", "fp32", True), "int8+shortlist": ("int8", "fp32", True)}
+
+
+def coverage(translator, src: list[str], ref: list[str]) -> dict:
+    """Share of the references' target pieces on their sentence's shortlist, and the lists' size."""
+    from rnnsearch.engine.data import pad
+
+    ids = [translator.source_ids(s) or [1] for s in src]
+    batch = pad(ids)
+    allowed = translator.shortlist.allowed(batch, batch != 0, len(translator.tgt_tok))
+    hit = total = 0
+    for k, r in enumerate(ref):
+        wanted = translator.target_ids(r)
+        hit += int(allowed[k, wanted].sum()) if wanted else 0
+        total += len(wanted)
+    size = float(allowed.sum(1).float().mean())
+    return {"coverage": round(hit / max(total, 1), 4), "mean_ids": round(size, 1),
+            "vocabulary": len(translator.tgt_tok)}
 
 
 def main() -> None:
@@ -40,28 +61,36 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=0, help="first N test sentences (0: all)")
     ap.add_argument("--kinds", nargs="+", choices=list(KINDS), default=["fp32", "int8"],
                     help="what to decode with; fp32 is always among them (the baseline)")
+    ap.add_argument("--shortlist", default="auto", help="for the +shortlist kinds: a file or auto")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     src, ref = read_aligned(args.src, args.ref)
     if args.sentences:
         src, ref = src[: args.sentences], ref[: args.sentences]
     kinds = ["fp32"] + [k for k in dict.fromkeys(args.kinds) if k != "fp32"]
-    loaded = {q: rnnsearch.load(args.model, device="cpu", quantize=q) for q in {KINDS[k][0] for k in kinds}}
+    loaded = {(q, short): rnnsearch.load(args.model, device="cpu", quantize=q,
+                                         shortlist=args.shortlist if short else None)
+              for q, _, short in {KINDS[k] for k in kinds}}
     seconds: dict = {(k, b): [] for k in kinds for b in args.beams}
     hyps: dict = {}
     for r in range(args.rounds):
         order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]  # each kind first in turn
         for beam in args.beams:
             for kind in order:
-                quantize, precision = KINDS[kind]
+                quantize, precision, short = KINDS[kind]
                 start = time.perf_counter()
-                out = loaded[quantize].translate(src, beam=beam, attention=False, precision=precision)
+                out = loaded[quantize, short].translate(src, beam=beam, attention=False, precision=precision)
                 seconds[kind, beam].append(time.perf_counter() - start)
                 hyps[kind, beam] = [t.text for t in out]
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
                     "rounds": args.rounds, "machine": cpu_name(), "torch": torch.__version__,
                     "quantized_engine": torch.backends.quantized.engine,
                     "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
+    short = next((t for (q, s), t in loaded.items() if s), None)
+    if short is not None:
+        result["shortlist"] = {**coverage(short, src, ref), "source": short.shortlist.meta["source"],
+                               "frequent": short.shortlist.meta["frequent"],
+                               "per_source": short.shortlist.meta["per_source"]}
     for beam in args.beams:
         row: dict = {}
         for kind in kinds:

@@ -175,6 +175,26 @@ def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_pat
         assert row[kind]["bleu_delta"] == pytest.approx(row[kind]["bleu"] - row["fp32"]["bleu"], abs=0.011)
 
 
+def test_quantize_benchmark_measures_shortlists_and_their_coverage(reverse_model, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(reverse_model, model)  # --shortlist auto writes model/shortlist.npz
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    sources, targets = toy_pairs(12, "reverse", seed=5, **TOY)
+    src.write_text("".join(s + "\n" for s in sources))
+    ref.write_text("".join(t + "\n" for t in targets))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.quantize", "--model", str(model),
+                          "--src", str(src), "--ref", str(ref), "--rounds", "1", "--beams", "3",
+                          "--kinds", "fp32+shortlist", "int8+shortlist"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    assert list(result["beam3"]) == ["fp32", "fp32+shortlist", "int8+shortlist"]
+    # the reversal's target words are its source words: every one is on its sentence's list
+    assert result["shortlist"]["coverage"] == 1.0 and result["shortlist"]["source"] == "cooccurrence"
+    row = result["beam3"]
+    assert row["fp32+shortlist"]["bleu"] == pytest.approx(row["fp32"]["bleu"], abs=1.0)
+    assert (model / "shortlist.npz").exists()
+
+
 def test_europarl_sessions_merge_into_the_published_results(tmp_path):
     """benchmarks.europarl_20k: systems scored by a later run join the published ones in the
     experiment's order, with its paths rewritten; another test set is refused."""

@@ -52,13 +52,12 @@ def test_padding_and_batch_composition_change_nothing(arch, gru):
 def test_rnnencdec_has_no_attention_and_a_constant_context():
     model = tiny_model("rnnencdec")
     src, mask = random_batch([5, 2])
-    seen = []
-    handle = model.C_o.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    seen, readout = [], model.readout
+    model.readout = lambda state, y_emb, term: seen.append(term) or readout(state, y_emb, term)
     lp, attn = model(src, mask, teacher_inputs(2, 6))
-    handle.remove()
     assert attn is None
-    ctx = seen[0]  # (B, T, ctx): the context fed to the deep output at every step
-    assert ctx.shape == (2, 6, 6)
+    ctx = seen[0]  # (B, T, 2l): C_o c, the context's term in the deep output, at every step
+    assert ctx.shape == (2, 6, 10)
     assert torch.equal(ctx, ctx[:, :1].expand_as(ctx))
     # and it really depends on the source
     assert not torch.allclose(ctx[0, 0], ctx[1, 0])
@@ -318,3 +317,44 @@ def test_fused_run_keeps_cudnns_weight_layout_warning_to_itself(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fused_run([GRU(4, 3, "cudnn")], torch.randn(2, 3, 4), mask)
+
+
+def _with_explicit_context(model, src, mask, tgt):
+    """Teacher forcing as the paper writes it: c_i = Σ_j α_ij h_j formed at every step, then C c_i
+    and C_o c_i multiplied out (the path before Encoded.values)."""
+    enc = model.encode(src, mask)
+    y_emb = model.tgt_emb(tgt)
+    x = model.decoder.W(y_emb)
+    s, out, alphas = enc.state, [], []
+    for i in range(tgt.size(1)):
+        c, alpha = model.attend(enc, s)
+        s_new = model.decoder.cell(x[:, i] + model.C(c), s)
+        read = s if model.cfg.readout == "prev" else s_new
+        out.append(torch.log_softmax(model.readout(read, y_emb[:, i], model.C_o(c)), -1))
+        alphas.append(alpha)
+        s = s_new
+    return torch.stack(out, 1), torch.stack(alphas, 1)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("readout", ["prev", "new"])
+def test_context_values_equal_the_explicit_context_in_value_and_gradient(dtype, tol, readout):
+    """C c_i = Σ_j α_ij (C h_j), and likewise for C_o: the values path gives the paper's numbers
+    to rounding, in the log-probabilities, the attention and every gradient."""
+    src, mask = random_batch([6, 4, 1, 5], seed=3)
+    tgt = teacher_inputs(4, 7)
+    results = []
+    for path in ("values", "explicit"):
+        model = tiny_model(readout=readout, double=False).to(dtype).train()
+        model.set_dropout(False)
+        if path == "values":
+            lp, attn = model(src, mask, tgt)
+        else:
+            lp, attn = _with_explicit_context(model, src, mask, tgt)
+        (lp * torch.linspace(0.5, 1.5, lp.numel(), dtype=dtype).view_as(lp)).sum().backward()
+        results.append((lp.detach(), attn.detach(), {k: p.grad for k, p in model.named_parameters()}))
+    (lp, attn, grads), (lp2, attn2, grads2) = results
+    assert torch.allclose(lp, lp2, rtol=tol, atol=tol) and torch.allclose(attn, attn2, rtol=tol, atol=tol)
+    for name, grad in grads.items():
+        scale = grad.abs().max().clamp_min(1.0)
+        assert torch.allclose(grad, grads2[name], rtol=tol, atol=tol * scale), name

@@ -7,9 +7,10 @@ output row), the activations on the fly from their own range (per product), and 
 is scaled back to fp32. The model directory is unchanged: quantising happens at load.
 
 What is quantised is what runs once per target word: the decoder GRU (its input side W and
-recurrent U, through the project's own GRU code), the context projection C, the attention
-query W_a (or W_g), the deep output U_o, V_o, C_o and the output layer W_o. The encoder and
-the attention keys run once per sentence and stay fp32, and so do softmaxes and the elementwise
+recurrent U, through the project's own GRU code), the attention query W_a (or W_g), the deep
+output U_o, V_o and the output layer W_o. The encoder, the attention keys and the context
+values C h_j, C_o h_j (nn/model.py: C and C_o are applied to the annotations, once per
+sentence) stay fp32, and so do softmaxes, the weighted sums over the source and the elementwise
 gates. The kernels are PyTorch's fbgemm/oneDNN dynamic linear (``torch.ops.quantized``, the
 engine ``torch.backends.quantized.engine`` names). Torch 2.13 marks the ``torch.ao.quantization``
 front end deprecated (this module does not use it) and warns that quantized tensors, which
@@ -34,7 +35,7 @@ KINDS = ("none", "int8")
 class Int8Linear(nn.Module):
     """y = x Wᵀ + b with W in int8 (per-row scales) and x quantised per call."""
 
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_float: bool = False):
         super().__init__()
         self.in_features, self.out_features = weight.size(1), weight.size(0)
         w = weight.detach().float().cpu()
@@ -45,10 +46,13 @@ class Int8Linear(nn.Module):
             q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
         b = None if bias is None else bias.detach().float().cpu()
         self._packed = torch.ops.quantized.linear_prepack(q, b)
+        # keep_float (the output layer): fp32 rows for model.output_layer, a shortlist's few rows
+        self.weight: Optional[torch.Tensor] = w if keep_float else None
+        self.bias: Optional[torch.Tensor] = b if keep_float else None
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> Int8Linear:
-        return cls(linear.weight, linear.bias)
+    def of(cls, linear: nn.Linear, keep_float: bool = False) -> Int8Linear:
+        return cls(linear.weight, linear.bias, keep_float)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float().contiguous()
@@ -86,8 +90,9 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
     dec = model.decoder
     dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
     dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
-    for name in ("C", "U_o", "V_o", "C_o", "W_o"):
+    for name in ("U_o", "V_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
+    model.W_o = Int8Linear.of(model.W_o, keep_float=True)  # type: ignore[assignment]
     att = getattr(model, "attention", None)
     for name in ("W_a", "W_g"):
         if att is not None and hasattr(att, name):

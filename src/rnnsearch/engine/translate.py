@@ -32,6 +32,7 @@ from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.graphs import GraphedStep
 from rnnsearch.engine.precision import choose, model_size
 from rnnsearch.engine.vocab import PAD
+from rnnsearch.io import MissingFileError
 from rnnsearch.nn.search import SearchOptions, search_stream
 
 
@@ -134,11 +135,27 @@ class Translator:
         self.model_dir: Optional[Path] = None  # where load() read it from
         self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
         self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
+        self.shortlist: Optional[Any] = None  # use_shortlist(): the output layer over a lexical shortlist
 
     def use_graphs(self, capture: Optional[bool] = None) -> None:
         """Decode through engine/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
         padded step run eagerly (on any device)."""
         self.graphs = GraphedStep(self.model, capture)
+
+    def use_shortlist(self, source: str | Path) -> None:
+        """Decode over a lexical shortlist (engine/shortlist.py): a file, or "auto" for
+        <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
+        from rnnsearch.engine.shortlist import FILE_NAME, build_shortlist, load_shortlist
+
+        if self.model_dir is None:
+            raise ConfigError("a shortlist belongs to a model directory: load the model with load()")
+        path = self.model_dir / FILE_NAME if str(source) == "auto" else Path(source)
+        if str(source) == "auto" and not path.exists():
+            build_shortlist(self.model_dir).save(path)
+        elif not path.exists():
+            raise MissingFileError(path, f"{path}: no such shortlist (rnnsearch shortlist build --model "
+                                         f"{self.model_dir} --out {path}; or --shortlist auto)")
+        self.shortlist = load_shortlist(path, self.model_dir, len(self.src_tok))
 
     def resolve_precision(self, precision: Optional[str] = None) -> str:
         """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
@@ -246,8 +263,13 @@ class Translator:
                 yield src, src != PAD
 
         hyps: list = [None] * len(pieces)
-        step = self.graphs if graphs and self.graphs is not None else None
-        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size, step=step):
+        step = self.graphs if graphs and self.graphs is not None and self.shortlist is None else None
+        allowed = None
+        if self.shortlist is not None:
+            shortlist, vocab = self.shortlist, len(self.tgt_tok)
+            allowed = lambda src, mask: shortlist.allowed(src, mask, vocab)  # noqa: E731
+        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size, step=step,
+                                      shortlist=allowed):
             hyps[order[k]] = nbest
         return hyps
 
@@ -306,10 +328,12 @@ class Translator:
 
 
 def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
-         cuda_graphs: bool = False) -> Translator:
+         cuda_graphs: bool = False, shortlist: Optional[str | Path] = None) -> Translator:
     """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
     int8 matrix products on the CPU (engine/quantize.py), the files on disk untouched;
-    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/graphs.py; GPUs only)."""
+    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/graphs.py; GPUs only;
+    not with a shortlist, whose output layer changes size); ``shortlist`` (a file or "auto")
+    restricts the output layer to a lexical shortlist (engine/shortlist.py)."""
     from rnnsearch.engine.quantize import KINDS, quantize_int8_
 
     if quantize not in KINDS:
@@ -328,6 +352,8 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
         translator.quantized = quantize
     if cuda_graphs:
         translator.use_graphs()
+    if shortlist is not None:
+        translator.use_shortlist(shortlist)
     return translator
 
 

@@ -69,13 +69,18 @@ class Attention(nn.Module):
         query = self.W_g(state) if self.score == "general" else state
         return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1) * self.scale
 
-    def forward(self, state: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
-                src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context c_i (batch, 2n) and weights α_i (batch, src_len) for one decoder step.
+    def weights(self, state: torch.Tensor, keys: torch.Tensor, src_mask: torch.Tensor,
+                dtype: torch.dtype) -> torch.Tensor:
+        """Steps 1 and 2: α_i (batch, src_len) in `dtype`, normalised in fp32 or better.
 
         src_mask (batch, src_len) is True on real words; padding gets exactly zero weight.
         """
         e = self.scores(state, keys).masked_fill(~src_mask, float("-inf"))
-        alpha = torch.softmax(at_least_fp32(e), dim=-1).to(annotations.dtype)  # normalise in fp32 or better
-        context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)
+        return torch.softmax(at_least_fp32(e), dim=-1).to(dtype)
+
+    def forward(self, state: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
+                src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context c_i (batch, 2n) and weights α_i (batch, src_len) for one decoder step."""
+        alpha = self.weights(state, keys, src_mask, annotations.dtype)
+        context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)  # step 3: Σ_j α_ij h_j
         return context, alpha

@@ -8,7 +8,17 @@ what :meth:`encode` leaves for the decoder and in :meth:`attend`:
 * RNNencdec: a unidirectional encoder squeezes the sentence into one vector
   c = tanh(V h_Tx), given unchanged to every decoder step (attention is None).
 
-Shapes: batch B, source length S, target length T, hidden n, embedding m.
+Shapes: batch B, source length S, target length T, hidden n, embedding m, maxout l.
+
+The context c_i = Σ_j α_ij h_j enters the decoder only through two matrix products, C c_i (the
+GRU's input side) and C_o c_i (the deep output). Both are linear, so
+
+    C c_i = Σ_j α_ij (C h_j)        C_o c_i = Σ_j α_ij (C_o h_j)
+
+and RNNsearch takes C h_j and C_o h_j once per sentence (`Encoded.values`, beside the keys
+U_a h_j), each step then a weighted sum over S source positions instead of two products with
+the 2n-wide c_i: the same numbers up to rounding, at a fraction of the multiply-adds (at paper
+sizes C and C_o are 8M of a step's ~29M). `attend` still returns c_i itself, for reading.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ class Encoded:
     context     (B, ctx)      the fixed c (RNNencdec) — None for RNNsearch
     src_mask    (B, S)        True on real source words
     state       (B, n)        s_0
+    values      (B, S, 3n+2l) [C h_j; C_o h_j] (RNNsearch): what α_i weighs, each step
     """
 
     annotations: Optional[torch.Tensor]
@@ -46,13 +57,15 @@ class Encoded:
     context: Optional[torch.Tensor]
     src_mask: torch.Tensor
     state: torch.Tensor
+    values: Optional[torch.Tensor] = None
 
     def index_select(self, index: torch.Tensor) -> Encoded:
         """Rows `index` of every tensor (to expand sentences into beams)."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
         # src_mask and state are never None, so neither is what pick makes of them
         return Encoded(pick(self.annotations), pick(self.keys), pick(self.context),
-                       cast(torch.Tensor, pick(self.src_mask)), cast(torch.Tensor, pick(self.state)))
+                       cast(torch.Tensor, pick(self.src_mask)), cast(torch.Tensor, pick(self.state)),
+                       pick(self.values))
 
     def cat(self, other: Encoded) -> Encoded:
         """Rows of self, then rows of other; the shorter source side padded (masked out) to the longer."""
@@ -67,7 +80,7 @@ class Encoded:
 
         return Encoded(join(self.annotations, other.annotations, True), join(self.keys, other.keys, True),
                        join(self.context, other.context, False), join(self.src_mask, other.src_mask, True),
-                       join(self.state, other.state, False))
+                       join(self.state, other.state, False), join(self.values, other.values, True))
 
 
 def _pad_source(t: torch.Tensor, width: int) -> torch.Tensor:
@@ -143,18 +156,37 @@ class RNNsearch(nn.Module):
         state = torch.tanh(self.W_s(summary))
         annotations = self.drop_hidden(annotations)
         keys = self.attention.keys(annotations)  # U_a h_j does not depend on i: once per sentence
-        return Encoded(annotations, keys, None, src_mask, state)
+        return Encoded(annotations, keys, None, src_mask, state, self.context_values(annotations))
+
+    def context_values(self, annotations: torch.Tensor) -> torch.Tensor:
+        """[C h_j; C_o h_j] (B, S, 3n+2l): what α_i weighs at every step, once per sentence."""
+        return torch.cat([self.C(annotations), self.C_o(annotations)], -1)
 
     def attend(self, enc: Encoded, state: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """c_i and α_i from s_{i-1}: (B, ctx), (B, S)."""
         return self.attention(state, enc.keys, enc.annotations, enc.src_mask)
 
+    def context_terms(self, enc: Encoded, state: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """C c_i (B, 3n), C_o c_i (B, 2l) and α_i (B, S) from s_{i-1}: α_i weighs the values
+        C h_j, C_o h_j (module docstring), c_i itself never formed."""
+        assert enc.keys is not None and enc.values is not None  # RNNsearch's encode sets both
+        alpha = self.attention.weights(state, enc.keys, enc.src_mask, enc.values.dtype)
+        terms = torch.bmm(alpha.unsqueeze(1), enc.values).squeeze(1)
+        return terms[:, :self.C.out_features], terms[:, self.C.out_features:], alpha
+
     # -- decoder ---------------------------------------------------------------
-    def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        """Logits from the deep output; works on (B, ·) or (B, T, ·) alike."""
-        t = self.U_o(state) + self.V_o(y_emb) + self.C_o(context)  # t̃_i, 2l wide
-        t = t.unflatten(-1, (-1, 2)).amax(-1)  # maxout over pairs -> l
-        return self.W_o(self.drop_readout(t))
+    def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context_term: torch.Tensor,
+                output: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """Logits from the deep output, given C_o c_i; works on (B, ·) or (B, T, ·) alike.
+        `output`: W_o's rows and biases of a shortlist (`output_layer`), logits over it only."""
+        t = self.U_o(state) + self.V_o(y_emb) + context_term  # t̃_i = U_o s + V_o E y_{i-1} + C_o c_i, 2l wide
+        t = self.drop_readout(t.unflatten(-1, (-1, 2)).amax(-1))  # maxout over pairs -> l
+        return self.W_o(t) if output is None else F.linear(t, *output)
+
+    def output_layer(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_o's rows and biases of the target ids `vocab` (a shortlist, engine/shortlist.py)."""
+        return self.W_o.weight.index_select(0, vocab), self.W_o.bias.index_select(0, vocab)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
                 packed: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -179,7 +211,7 @@ class RNNsearch(nn.Module):
         x_proj = self.decoder.W(y_emb)
         if enc.context is not None:
             x_proj = x_proj + self.C(enc.context).unsqueeze(1)
-        s, read_states, contexts, alphas = enc.state, [], [], []
+        s, read_states, context_terms, alphas = enc.state, [], [], []
         drop = None  # dropout_dec_state: one mask per sentence on the decoder's carried state
         if self.training and self.dec_state_dropout > 0:
             keep = 1.0 - self.dec_state_dropout
@@ -191,10 +223,10 @@ class RNNsearch(nn.Module):
             if drop is not None:
                 s = s * drop
             if enc.context is None:
-                # RNNsearch: only RNNencdec leaves keys and annotations None
-                assert enc.keys is not None and enc.annotations is not None
-                s_new, c, alpha = time_step(x_i, s, enc.keys, enc.annotations, enc.src_mask, recurrent)
-                contexts.append(c)
+                # RNNsearch: only RNNencdec leaves keys and values None
+                assert enc.keys is not None and enc.values is not None
+                s_new, c_o, alpha = time_step(x_i, s, enc.keys, enc.values, enc.src_mask, recurrent)
+                context_terms.append(c_o)
                 alphas.append(alpha)
             else:
                 s_new = self.decoder.cell(x_i, s, recurrent)
@@ -202,25 +234,28 @@ class RNNsearch(nn.Module):
             s = s_new
         states = torch.stack(read_states, 1)
         if enc.context is None:
-            context = torch.stack(contexts, 1)
+            context_term = torch.stack(context_terms, 1)  # C_o c_i of every step
             attention = torch.stack(alphas, 1)
         else:
-            context = enc.context.unsqueeze(1).expand(-1, states.size(1), -1)
+            context_term = self.C_o(enc.context).unsqueeze(1).expand(-1, states.size(1), -1)
             attention = None
         if packed:  # the output layer is most of the cost: skip the padded positions
             real = tgt_in != PAD
-            states, y_emb, context = states[real], y_emb[real], context[real]
+            states, y_emb, context_term = states[real], y_emb[real], context_term[real]
         # Readout and output layer for all steps at once, after the loop.
-        logits = self.readout(states, y_emb, context)
+        logits = self.readout(states, y_emb, context_term)
         return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
 
-    def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
+    def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                    src_mask: torch.Tensor, recurrent: tuple[torch.Tensor, Optional[torch.Tensor]]
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One teacher-forced step of RNNsearch: c_i and α_i from s_{i-1}, then s_i from
-        [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b, hoisted). Returns s_i, c_i, α_i."""
-        c, alpha = self.attention(s, keys, annotations, src_mask)
-        return self.decoder.cell(x_i + self.C(c), s, recurrent), c, alpha
+        """One teacher-forced step of RNNsearch: α_i from s_{i-1}, C c_i and C_o c_i as α_i's
+        weighted sums of the values, then s_i from [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b,
+        hoisted). Returns s_i, C_o c_i, α_i."""
+        alpha = self.attention.weights(s, keys, src_mask, values.dtype)
+        terms = torch.bmm(alpha.unsqueeze(1), values).squeeze(1)
+        gru_term, out_term = terms[:, :self.C.out_features], terms[:, self.C.out_features:]
+        return self.decoder.cell(x_i + gru_term, s, recurrent), out_term, alpha
 
     def compile_step(self, **options) -> None:
         """Run the teacher-forced time step through ``torch.compile`` (``train.compile``): its
@@ -230,19 +265,20 @@ class RNNsearch(nn.Module):
         self._compiled_step = torch.compile(self._time_step, dynamic=True, **options)
 
     def step(self, enc: Encoded, state: torch.Tensor, y_prev: torch.Tensor,
-             rows: Optional[torch.Tensor] = None):
+             rows: Optional[torch.Tensor] = None, output: Optional[tuple[torch.Tensor, torch.Tensor]] = None):
         """One decoding step: y_{i-1} (B,), s_{i-1} (B, n) -> log p(y_i) (B, V), s_i, α_i (B, S) or None.
 
         rows: the output layer (most of a step's cost) only for these rows; log p is then (len(rows), V).
-        Beam search passes the hypotheses still growing: a finished one's next word is fixed."""
+        Beam search passes the hypotheses still growing: a finished one's next word is fixed.
+        output: `output_layer(vocab)`, a shortlist's; log p is then over those V' ids, (·, V')."""
         y_emb = self.tgt_emb(y_prev)
-        c, alpha = self.attend(enc, state)
-        x_proj = self.decoder.W(y_emb) + self.C(c)
+        gru_term, out_term, alpha = self.context_terms(enc, state)
+        x_proj = self.decoder.W(y_emb) + gru_term
         s_new = self.decoder.cell(x_proj, state)
         read = state if self.cfg.readout == "prev" else s_new
         if rows is not None:
-            read, y_emb, c = read.index_select(0, rows), y_emb.index_select(0, rows), c.index_select(0, rows)
-        logits = self.readout(read, y_emb, c)
+            read, y_emb, out_term = (t.index_select(0, rows) for t in (read, y_emb, out_term))
+        logits = self.readout(read, y_emb, out_term, output)
         return F.log_softmax(at_least_fp32(logits), -1), s_new, alpha
 
     def num_parameters(self) -> int:
@@ -275,6 +311,11 @@ class RNNencdec(RNNsearch):
 
     def attend(self, enc: Encoded, state: torch.Tensor):
         return enc.context, None
+
+    def context_terms(self, enc: Encoded, state: torch.Tensor):
+        """C c and C_o c of the one fixed context, and no attention."""
+        assert enc.context is not None
+        return self.C(enc.context), self.C_o(enc.context), None
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> RNNsearch:

@@ -27,7 +27,7 @@ forced), so the result for a sentence does not depend on the batch it is decoded
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -91,20 +91,62 @@ def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attenti
                                       max_len_ratio=max_len_ratio, with_attention=with_attention)]
 
 
+@dataclass
+class _Output:
+    """The output layer over a shortlist's ids (`vocab`, ascending): the weights, where </s> is
+    among them, and which of them are never generated (<s>, <pad>)."""
+
+    vocab: torch.Tensor
+    layer: tuple[torch.Tensor, torch.Tensor]
+    eos: int
+    never: torch.Tensor
+
+    @classmethod
+    def of(cls, model, allowed: torch.Tensor) -> _Output:
+        vocab = allowed.any(0).nonzero().squeeze(1)
+        eos = int((vocab == EOS).nonzero()[0, 0])  # Shortlist.allowed always includes it
+        never = ((vocab == BOS) | (vocab == PAD)).nonzero().squeeze(1)
+        return cls(vocab, model.output_layer(vocab), eos, never)
+
+
+def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
+    """Each row's K best words and their log-probabilities, and the log-probability of </s>;
+    <s> and <pad> are never among them. Over a shortlist, its ids (fewer than K: -inf, <pad>)."""
+    neg_inf = float("-inf")
+    if out is None:
+        log_p[:, BOS] = neg_inf  # never generated
+        log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis
+        top_lp, top_word = log_p.topk(K, dim=1)
+        return top_lp, top_word, log_p[:, EOS]
+    log_p[:, out.never] = neg_inf
+    top_lp, top = log_p.topk(min(K, log_p.size(1)), dim=1)
+    top_word = out.vocab[top]
+    if top.size(1) < K:
+        short = K - top.size(1)
+        top_lp = torch.cat([top_lp, top_lp.new_full((top_lp.size(0), short), neg_inf)], 1)
+        top_word = torch.cat([top_word, top_word.new_full((top_word.size(0), short), PAD)], 1)
+    return top_lp, top_word, log_p[:, out.eos]
+
+
 @torch.no_grad()
 def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
                   options: SearchOptions = SearchOptions(),
                   capacity: int = 64,
-                  step: Optional[Callable] = None) -> Iterator[tuple[int, list[Hypothesis]]]:
+                  step: Optional[Callable] = None,
+                  shortlist: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None
+                  ) -> Iterator[tuple[int, list[Hypothesis]]]:
     """Beam search over a stream of source batches (src, src_mask), at most `capacity` sentences
     in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
     as sentences finish. Chunks are encoded when their sentences are first needed; feed them
     sorted by length so that sentences decoding together have similar lengths. `step` stands in
-    for ``model.step`` (same arguments and results: engine/graphs.py's CUDA graphs)."""
+    for ``model.step`` (same arguments and results: engine/graphs.py's CUDA graphs). `shortlist`
+    (engine/shortlist.py) maps a chunk's (src, src_mask) to the target ids each sentence may
+    produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
+    in flight (taken again as sentences join or leave)."""
     step = step or model.step
     K, alpha, n_best, neg_inf = options.beam, options.alpha, options.n_best, float("-inf")
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
-    queue = _Queue(model, iter(chunks), K, options.max_len_ratio)
+    queue = _Queue(model, iter(chunks), K, options.max_len_ratio, shortlist)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
@@ -113,12 +155,10 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
         unfinished = (~finished).nonzero().squeeze(1)
         growing = None if unfinished.numel() == n * K else unfinished
-        log_p, new_state, attn = step(live.enc, live.state, live.y, rows=growing)
-        log_p = log_p.float()
-        log_p[:, BOS] = neg_inf  # never generated
-        log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis
-        top_lp, top_word = log_p.topk(K, dim=1)  # each hypothesis's own K best words
-        eos_lp = log_p[:, EOS]
+        out = live.output(model)
+        extra = {} if out is None else {"output": out.layer}
+        log_p, new_state, attn = step(live.enc, live.state, live.y, rows=growing, **extra)
+        top_lp, top_word, eos_lp = _best_words(log_p.float(), K, out)  # each hypothesis's own K best
         if growing is not None:  # back to one row per hypothesis (a finished row's values go unused)
             top_lp, top_word, eos_lp = (x.new_zeros(n * K, *x.shape[1:]).index_copy_(0, growing, x)
                                         for x in (top_lp, top_word, eos_lp))
@@ -161,9 +201,12 @@ def _trim(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torc
 class _Queue:
     """The sentences not yet in flight: chunks encoded when first needed, handed out K rows each."""
 
-    def __init__(self, model, chunks: Iterator, K: int, max_len_ratio: float):
+    def __init__(self, model, chunks: Iterator, K: int, max_len_ratio: float,
+                 shortlist: Optional[Callable] = None):
         self.model, self.chunks, self.K, self.ratio = model, chunks, K, max_len_ratio
+        self.shortlist = shortlist
         self.enc: Optional[Encoded] = None  # the current chunk, one row per sentence
+        self.allowed: Optional[torch.Tensor] = None  # its sentences' shortlists, (sentences, V)
         self.used = 0  # its sentences already handed out
         self.first = 0  # stream position of its first sentence
         self._load()
@@ -177,6 +220,7 @@ class _Queue:
                 self.enc = None
                 return
             self.enc, self.used = self.model.encode(src, mask), 0
+            self.allowed = self.shortlist(src, mask) if self.shortlist is not None else None
 
     def more(self) -> bool:
         return self.enc is not None
@@ -187,9 +231,10 @@ class _Queue:
         while count > 0 and self.enc is not None:
             m = min(count, self.enc.src_mask.size(0) - self.used)
             rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
+            allowed = None if self.allowed is None else self.allowed[self.used:self.used + m]
             parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.K)), self.K,
                                       list(range(self.first + self.used, self.first + self.used + m)),
-                                      self.ratio))
+                                      self.ratio, allowed))
             self.used += m
             count -= m
             self._load()
@@ -217,6 +262,8 @@ class _Batch:
     src_len: list[int]  # its source length
     joined: list[int]  # the step it joined at
     base: int = 0  # the step of seqs' column 0
+    allowed: Optional[torch.Tensor] = None  # per sentence: the target ids its shortlist allows, (n, V)
+    _output: Optional[_Output] = field(default=None, init=False, repr=False)  # over their union
 
     _PER_ROW = ("state", "y", "scores", "lengths", "finished", "limit")  # reordered and gathered alike
 
@@ -224,13 +271,20 @@ class _Batch:
     def n(self) -> int:
         return len(self.ids)
 
+    def output(self, model) -> Optional[_Output]:
+        """The output layer over the union of the sentences' shortlists (None: no shortlist)."""
+        if self.allowed is not None and self._output is None:
+            self._output = _Output.of(model, self.allowed)
+        return self._output
+
     @property
     def now(self) -> int:
         """Steps taken since the stream began."""
         return self.base + self.seqs.size(1)
 
     @classmethod
-    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float) -> _Batch:
+    def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float,
+              allowed: Optional[torch.Tensor] = None) -> _Batch:
         """Newcomers: enc has K rows per sentence; only beam 0 is live, so the K copies do not
         pick the same words."""
         rows, device = enc.src_mask.size(0), enc.src_mask.device
@@ -244,7 +298,7 @@ class _Batch:
                    torch.zeros(rows, dtype=torch.bool, device=device),
                    (src_len.float() * ratio).long() + 10,
                    torch.empty(rows, 0, dtype=torch.long, device=device),
-                   None, ids, src_len[::K].tolist(), [0] * len(ids))
+                   None, ids, src_len[::K].tolist(), [0] * len(ids), allowed=allowed)
 
     def cat(self, newcomers: _Batch) -> _Batch:
         """self's sentences, then `newcomers`, joining now (no history yet: their columns so far
@@ -256,10 +310,13 @@ class _Batch:
             attn = self.attn.new_zeros(self.attn.size(0) + rows, width, enc.src_mask.size(1))
             attn[: self.attn.size(0), :, : self.attn.size(2)] = self.attn
         per_row = {f: torch.cat([getattr(self, f), getattr(newcomers, f)]) for f in self._PER_ROW}
+        allowed = None  # both have shortlists or neither: one _Queue made them
+        if self.allowed is not None and newcomers.allowed is not None:
+            allowed = torch.cat([self.allowed, newcomers.allowed])
         return _Batch(self.K, enc, **per_row,
                       seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
                       attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
-                      joined=self.joined + [self.now] * newcomers.n, base=self.base)
+                      joined=self.joined + [self.now] * newcomers.n, base=self.base, allowed=allowed)
 
     def advance(self, origin: torch.Tensor, word: torch.Tensor, scores: torch.Tensor, state: torch.Tensor,
                 attn: Optional[torch.Tensor]) -> None:
@@ -316,4 +373,5 @@ class _Batch:
         return _Batch(self.K, self.enc.index_select(rows), **per_row,
                       seqs=self.seqs.index_select(0, rows)[:, cut:],
                       attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
-                      ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base)
+                      ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base,
+                      allowed=None if self.allowed is None else self.allowed[sentences])

@@ -71,7 +71,8 @@ def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: in
     def contexts(h: torch.Tensor) -> torch.Tensor:
         # The decoder's view of the encoder states h_j: the model's own encode -> attend path.
         if arch == "rnnsearch":
-            enc = Encoded(h, model.attention.keys(h), None, mask, torch.tanh(model.W_s(h[:, 0, 16:])))
+            enc = Encoded(h, model.attention.keys(h), None, mask, torch.tanh(model.W_s(h[:, 0, 16:])),
+                          model.context_values(h))
         else:
             assert isinstance(model, RNNencdec)  # build_model's class for arch "rnnencdec"
             c = torch.tanh(model.V(h[:, -1]))  # c = tanh(V h_Tx)

@@ -391,7 +391,7 @@ def create_app(translator, limits: Limits | None = None, beam: int | None = None
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
           device: str = "auto", limits: Limits | None = None, lang: str = "en",
-          quantize: str = "none", cuda_graphs: bool = False) -> None:
+          quantize: str = "none", cuda_graphs: bool = False, shortlist: str | None = None) -> None:
     try:
         import uvicorn
     except ImportError:
@@ -400,7 +400,8 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, beam: int |
         raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
     from rnnsearch.engine.translate import load
 
-    translator = load(model_dir, device=device, quantize=quantize, cuda_graphs=cuda_graphs)
+    translator = load(model_dir, device=device, quantize=quantize, cuda_graphs=cuda_graphs,
+                      shortlist=shortlist)
     app = create_app(translator, limits, beam, lang)
     log.info("serving %s on http://%s:%d/ (explorer at /, API at POST /translate)", model_dir, host, port)
     uvicorn.run(app, host=host, port=port, log_level="warning")

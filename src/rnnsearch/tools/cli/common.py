@@ -27,13 +27,16 @@ def read_input(path: str | None) -> list[str]:
 
 
 def add_quantize(p) -> None:
-    """--quantize: int8 decoding for translate, evaluate and serve."""
+    """--quantize, --cuda-graphs, --shortlist: decoding options of translate, evaluate and serve."""
     p.add_argument("--quantize", choices=["none", "int8"], default="none",
                    help="int8: the decoder's matrix products in int8, quantised at load (CPU only; the "
                    "model directory is unchanged; docs/benchmarks.md has its speed and BLEU)")
     p.add_argument("--cuda-graphs", action="store_true",
                    help="replay each decoding step from a CUDA graph: one launch a step instead of dozens "
                    "(GPUs only; engine/graphs.py)")
+    p.add_argument("--shortlist", metavar="PATH|auto",
+                   help="the output layer over a lexical shortlist (engine/shortlist.py): a file of "
+                   "`rnnsearch shortlist build`, or auto (<model>/shortlist.npz, built when absent)")
 
 
 def ascii_attention(tr) -> str:

@@ -85,7 +85,7 @@ def cmd_serve(args) -> None:
     if args.beam is not None and not 1 <= args.beam <= limits.max_beam:
         raise ConfigError(f"serve: --beam must be from 1 to {limits.max_beam}, got {args.beam}")
     serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
-          lang=args.lang, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
+          lang=args.lang, quantize=args.quantize, cuda_graphs=args.cuda_graphs, shortlist=args.shortlist)
 
 
 def prepare_config(config: str | None, overrides: list[str]) -> None:

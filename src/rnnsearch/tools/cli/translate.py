@@ -62,7 +62,8 @@ def cmd_translate(args) -> None:
     if args.subwords and not args.alignment:
         raise ConfigError("translate: --subwords chooses the units of --alignment: give both")
     lexicon = read_lexicon(args.lexicon) if args.lexicon else None
-    model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
+    model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
+                     shortlist=args.shortlist)
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
@@ -175,7 +176,8 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
     tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
     keep = None
     for model_dir in args.model or []:
-        model = load(model_dir, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs)
+        model = load(model_dir, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
+                     shortlist=args.shortlist)
         tokenize = tokenize or model.cfg.data.bleu_tokenize
         if args.no_unk and keep is None:
             keep = no_unk_subset(src, ref, model.source_ids, model.target_ids)
@@ -188,7 +190,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
         hyp = [t.text for t in translations]
         entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
                  "precision": model.resolve_precision(args.precision), "quantize": args.quantize,
-                 "translate_seconds": round(seconds, 3),
+                 "shortlist": args.shortlist, "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word" and not args.no_unk:  # the No-UNK score beside the full one
             own = no_unk_subset(src, ref, model.source_ids, model.target_ids)
@@ -233,3 +235,29 @@ def cmd_evaluate(args) -> None:
         for path in write_by_length(args.out, results):
             log.info("wrote %s", path)
     print(json.dumps(results[0] if len(results) == 1 else {"systems": results}, indent=2, ensure_ascii=False))
+
+
+def add_shortlist(sub) -> None:
+    p = sub.add_parser("shortlist", help="build a lexical shortlist: faster decoding (engine/shortlist.py)")
+    p.add_argument("action", choices=["build"])
+    p.add_argument("--model", required=True, help="the model directory (its training data is counted)")
+    p.add_argument("--out", help="output file (default MODEL/shortlist.npz, which --shortlist auto reads)")
+    p.add_argument("--frequent", type=int, default=1000, help="most frequent target pieces, always in")
+    p.add_argument("--per-source", type=int, default=20, help="likeliest translations of each source piece")
+    p.add_argument("--cooccurrence", action="store_true",
+                   help="count co-occurrence even where `rnnsearch data align` made token links")
+    p.set_defaults(func=cmd_shortlist)
+
+
+def cmd_shortlist(args) -> None:
+    from rnnsearch.engine.shortlist import FILE_NAME, build_shortlist
+
+    if args.frequent < 0 or args.per_source < 0:
+        raise ConfigError("shortlist: --frequent and --per-source must be >= 0")
+    shortlist = build_shortlist(args.model, args.frequent, args.per_source,
+                                use_links=False if args.cooccurrence else None)
+    out = Path(args.out) if args.out else Path(args.model) / FILE_NAME
+    shortlist.save(out)
+    filled = int((shortlist.table >= 0).sum(1).mean()) if shortlist.table.size else 0
+    print(f"{out}: {len(shortlist.frequent)} frequent target pieces, about {filled} translations for each "
+          f"of {shortlist.table.shape[0]} source pieces (from {shortlist.meta['source']})")
