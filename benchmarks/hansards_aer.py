@@ -152,6 +152,35 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
+def tagged_sources(sources: list[str], sure: list[set], seed: int) -> list[str]:
+    """The tagged test set: each French sentence with one <b>...</b> around a seeded random run of
+    1-3 words that all have a sure gold link (a sentence with no such run is left untagged)."""
+    import html
+
+    rng = random.Random(seed)
+    out = []
+    for line, links in zip(sources, sure):
+        words = [html.escape(w, quote=False) for w in line.split()]
+        linked = {i for i, _ in links}
+        runs = [(a, b) for a in range(len(words)) for b in range(a + 1, min(a + 3, len(words)) + 1)
+                if all(k in linked for k in range(a, b))]
+        if runs:
+            a, b = rng.choice(runs)
+            words[a] = "<b>" + words[a]
+            words[b - 1] += "</b>"
+        out.append(" ".join(words))
+    return out
+
+
+def tag_placement(sources: list[str], sure: list[set], references: list[str], links: list[set],
+                  seed: int = 1) -> dict:
+    """Share of the tagged test set's tags that `links` put on the very reference words the sure
+    gold links put them on (engine.markup.tag_accuracy)."""
+    from rnnsearch.engine.markup import tag_accuracy
+
+    return tag_accuracy(tagged_sources(sources, sure, seed), sure, references, links)
+
+
 def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
                   device: str = "cpu") -> dict:
     """AER of attention alignments on trial and test, for every method, threshold, row shift and
@@ -168,7 +197,8 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
     symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and", "soft"]
                            if reverse else [])
     models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
-    out = {}
+    out: dict = {}
+    kept: dict[str, list] = {}  # the test links of every setting, for the tag placement
     for split in ("trial", "test"):
         fr = Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines()
         en = Path(paths[f"{split}.en"]).read_text(encoding="utf-8").splitlines()
@@ -188,9 +218,15 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
                 else:
                     links = [symmetrize(f, b, sym) for f, b in zip(fwd, back)]
                 out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
+                if split == "test":
+                    kept[label + (f"/{sym}" if sym else "")] = links
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]
+    fr, en = (Path(paths[f"test.{lang}"]).read_text(encoding="utf-8").splitlines() for lang in ("fr", "en"))
+    sure = read_naacl(gold / "test.wa.nonullalign", len(fr))[0]
+    out["tags"] = {setting: tag_placement(fr, sure, en, kept["test/" + setting])
+                   for setting in ("argmax/shift0", out["chosen_on_trial"])}
     return out
 
 
@@ -251,10 +287,13 @@ def eflomal_aer(work: Path, paths: dict, data: Path) -> dict:
         return [{tuple(int(x) for x in item.split("-")) for item in row.split()} for row in rows]
 
     fwd, rev = links(joint / "fwd"), links(joint / "rev")
+    fr_test, en_test = test_fr[-n:], test_en[-n:]
+    gdfa = [symmetrize(f, r) for f, r in zip(fwd, rev)]
     out = {"seconds": round(seconds, 1), "forward": aer(fwd, sure, possible),
            "reverse": aer(rev, sure, possible),
            "intersection": aer([f & r for f, r in zip(fwd, rev)], sure, possible),
-           "grow_diag_final_and": aer([symmetrize(f, r) for f, r in zip(fwd, rev)], sure, possible)}
+           "grow_diag_final_and": aer(gdfa, sure, possible),
+           "tags_grow_diag_final_and": tag_placement(fr_test, sure, en_test, gdfa)}
     return out
 
 

@@ -255,3 +255,24 @@ def test_scale_benchmark_measures_each_size_and_the_paper_model(tmp_path, monkey
     paper = result["paper_model"]
     assert paper["steps"] == 3 and paper["hours_per_epoch"] > 0 and paper["updates_per_epoch"] == 130909
     assert result["cpu"] and "RssAnon" in result["memory_note"]
+
+
+def test_the_tagged_hansards_set_tags_sure_linked_runs_and_scores_placement():
+    """hansards_aer's tag placement: one <b>…</b> a sentence around 1-3 words that all have a sure
+    link, the text itself unchanged; the gold links place every tag right, no links none."""
+    from rnnsearch.engine.markup import parse
+
+    sources = ["le chat noir dort .", "a & b", "un mot"]
+    references = ["the black cat sleeps .", "a & b", "one word"]
+    sure = [{(0, 0), (1, 2), (2, 1), (3, 3)}, {(0, 0), (2, 2)}, set()]
+    tagged = hansards_aer.tagged_sources(sources, sure, seed=3)
+    for line, source, links in zip(tagged, sources, sure):
+        marked = parse(line)
+        assert marked.text == source
+        assert len(marked.tags) == (1 if links else 0)
+        for tag in marked.tags:
+            linked = {i for i, _ in links}
+            assert tag.last > tag.first and all(i in linked for i in range(tag.first, tag.last))
+    assert hansards_aer.tag_placement(sources, sure, references, sure)["accuracy"] == 1.0
+    none = hansards_aer.tag_placement(sources, sure, references, [set()] * 3)
+    assert none["tags"] == 2 and none["exact"] == 0
