@@ -69,22 +69,20 @@ from rnnsearch.tools.democorpus import generate
 def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float, src_len: float) -> dict:
     """Multiply-accumulates of one training step per target token, counted from the equations.
 
-    Forward MACs per target token: output layer l*V, deep output (n + m)*2l, decoder GRU
-    3n*(m + n) plus, for RNNsearch, W_a s (n*n') and per source word the tanh/v_a (n') and the
-    weighted sum of the values [C h_j; C_o h_j] (3n + 2l: C c_i and C_o c_i taken as
-    Σ_j α_ij (C h_j), nn/model.py). Per source word: the encoder 2*3n*(m + n), the keys U_a h
-    (ctx*n') and the values ctx*(3n + 2l) (RNNencdec: one direction, 3n*(m + n)). What is done
-    once per sentence (s_0 from W_s; RNNencdec's V, V_s, C c and C_o c) is left out. Training =
-    3 x forward (backward twice the forward), FLOPs = 2 x MACs. tests/test_bench.py checks the
-    forward count against torch's FLOP counter on the model itself.
+    Forward MACs per target token: output layer l*V, deep output (n + m + ctx)*2l, decoder GRU
+    3n*(m + n) plus, for RNNsearch, C c_i (3n*ctx), W_a s (n*n') and per source word the
+    tanh/v_a (n') and the weighted sum (ctx). Per source word: the encoder 2*3n*(m + n) and
+    the keys U_a h (ctx*n') (RNNencdec: one direction, 3n*(m + n)). What is done once per
+    sentence (s_0 from W_s; RNNencdec's V, V_s and C c) is left out. Training = 3 x forward
+    (backward twice the forward), FLOPs = 2 x MACs. tests/test_bench.py checks the forward
+    count against torch's FLOP counter on the model itself.
     """
     m, n, a, maxout = cfg.emb, cfg.hidden, cfg.align, cfg.maxout  # maxout: the docstring's l
     ctx = 2 * n if cfg.arch == "rnnsearch" else n
-    per_tgt = maxout * tgt_vocab + (n + m) * 2 * maxout + 3 * n * (m + n)
+    per_tgt = maxout * tgt_vocab + (n + m + ctx) * 2 * maxout + 3 * n * (m + n)
     if cfg.arch == "rnnsearch":
-        values = 3 * n + 2 * maxout
-        per_tgt += n * a + src_len * (a + values)
-        per_src = 2 * 3 * n * (m + n) + ctx * a + ctx * values
+        per_tgt += 3 * n * ctx + n * a + src_len * (a + ctx)
+        per_src = 2 * 3 * n * (m + n) + ctx * a
     else:
         per_src = 3 * n * (m + n)
     forward = per_tgt + per_src * src_per_tgt
