@@ -73,13 +73,14 @@ def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float,
     3n*(m + n) plus, for RNNsearch, C c_i (3n*ctx), W_a s (n*n') and per source word the
     tanh/v_a (n') and the weighted sum (ctx). Per source word: the encoder 2*3n*(m + n) and
     the keys U_a h (ctx*n') (RNNencdec: one direction, 3n*(m + n)). What is done once per
-    sentence (s_0 from W_s; RNNencdec's V, V_s and C c) is left out. Training = 3 x forward
+    sentence (s_0 from W_s; RNNencdec's V, V_s, C c and C_o c) is left out. Training = 3 x forward
     (backward twice the forward), FLOPs = 2 x MACs. tests/test_bench.py checks the forward
     count against torch's FLOP counter on the model itself.
     """
     m, n, a, maxout = cfg.emb, cfg.hidden, cfg.align, cfg.maxout  # maxout: the docstring's l
     ctx = 2 * n if cfg.arch == "rnnsearch" else n
-    per_tgt = maxout * tgt_vocab + (n + m + ctx) * 2 * maxout + 3 * n * (m + n)
+    c_o = ctx if cfg.arch == "rnnsearch" else 0  # RNNencdec's C_o c is once per sentence
+    per_tgt = maxout * tgt_vocab + (n + m + c_o) * 2 * maxout + 3 * n * (m + n)
     if cfg.arch == "rnnsearch":
         per_tgt += 3 * n * ctx + n * a + src_len * (a + ctx)
         per_src = 2 * 3 * n * (m + n) + ctx * a

@@ -34,9 +34,10 @@ def test_flop_formula_counts_what_the_model_multiplies(arch):
     with FlopCounterMode(display=False) as counter:
         model(src, mask, teacher_inputs(B, T), log_probs=False)
     per_token = bench.flops_per_target_token(cfg, 19, src_per_tgt=S / T, src_len=S)["forward_mflop"] * 1e6
-    # the formula leaves out what is done once per sentence: W_s (RNNsearch); V, V_s and C c (RNNencdec)
-    n = cfg.hidden
-    once = 2 * B * (n * n if arch == "rnnsearch" else 2 * n * n + 3 * n * n)
+    # the formula leaves out what is done once per sentence: W_s (RNNsearch); V, V_s, C c and C_o c
+    # (RNNencdec)
+    n, maxout = cfg.hidden, cfg.maxout
+    once = 2 * B * (n * n if arch == "rnnsearch" else 2 * n * n + 3 * n * n + n * 2 * maxout)
     assert counter.get_total_flops() == pytest.approx(per_token * B * T + once, rel=1e-9)
 
 

@@ -347,6 +347,7 @@ def test_context_values_equal_the_explicit_context_in_value_and_gradient(dtype, 
     for path in ("values", "explicit"):
         model = tiny_model(readout=readout, double=False).to(dtype).train()
         model.set_dropout(False)
+        model.precompute_context = path == "values"
         if path == "values":
             lp, attn = model(src, mask, tgt)
         else:

@@ -7,10 +7,9 @@ output row), the activations on the fly from their own range (per product), and 
 is scaled back to fp32. The model directory is unchanged: quantising happens at load.
 
 What is quantised is what runs once per target word: the decoder GRU (its input side W and
-recurrent U, through the project's own GRU code), the attention query W_a (or W_g), the deep
-output U_o, V_o and the output layer W_o. The encoder, the attention keys and the context
-values C h_j, C_o h_j (nn/model.py: C and C_o are applied to the annotations, once per
-sentence) stay fp32, and so do softmaxes, the weighted sums over the source and the elementwise
+recurrent U, through the project's own GRU code), the context projection C, the attention
+query W_a (or W_g), the deep output U_o, V_o, C_o and the output layer W_o. The encoder and
+the attention keys run once per sentence and stay fp32, and so do softmaxes and the elementwise
 gates. The kernels are PyTorch's fbgemm/oneDNN dynamic linear (``torch.ops.quantized``, the
 engine ``torch.backends.quantized.engine`` names). Torch 2.13 marks the ``torch.ao.quantization``
 front end deprecated (this module does not use it) and warns that quantized tensors, which
@@ -90,7 +89,7 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
     dec = model.decoder
     dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
     dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
-    for name in ("U_o", "V_o"):
+    for name in ("C", "U_o", "V_o", "C_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
     model.W_o = Int8Linear.of(model.W_o, keep_float=True)  # type: ignore[assignment]
     att = getattr(model, "attention", None)

@@ -15,10 +15,12 @@ GRU's input side) and C_o c_i (the deep output). Both are linear, so
 
     C c_i = Σ_j α_ij (C h_j)        C_o c_i = Σ_j α_ij (C_o h_j)
 
-and RNNsearch takes C h_j and C_o h_j once per sentence (`Encoded.values`, beside the keys
-U_a h_j), each step then a weighted sum over S source positions instead of two products with
-the 2n-wide c_i: the same numbers up to rounding, at a fraction of the multiply-adds (at paper
-sizes C and C_o are 8M of a step's ~29M). `attend` still returns c_i itself, for reading.
+and with ``precompute_context`` set RNNsearch takes C h_j and C_o h_j once per sentence
+(`Encoded.values`, beside the keys U_a h_j), each step then a weighted sum over the S source
+positions instead of two products with the 2n-wide c_i: the same numbers up to rounding (tested,
+values and gradients) at a fraction of the multiply-adds. It is off by default because on a CPU
+it measured slower (docs/benchmarks.md, "Context values"): the values are 3n+2l wide per source
+word and per beam row, so each step reads far more memory than the shared C and C_o weights.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ def _pad_source(t: torch.Tensor, width: int) -> torch.Tensor:
 class RNNsearch(nn.Module):
     """The paper's model (Appendix A). ``forward`` is teacher forcing; ``step`` decodes."""
 
+    precompute_context = False  # C h_j, C_o h_j once per sentence (module docstring); off: C c_i, C_o c_i
+
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
         self.cfg = cfg
@@ -156,7 +160,8 @@ class RNNsearch(nn.Module):
         state = torch.tanh(self.W_s(summary))
         annotations = self.drop_hidden(annotations)
         keys = self.attention.keys(annotations)  # U_a h_j does not depend on i: once per sentence
-        return Encoded(annotations, keys, None, src_mask, state, self.context_values(annotations))
+        values = self.context_values(annotations) if self.precompute_context else None
+        return Encoded(annotations, keys, None, src_mask, state, values)
 
     def context_values(self, annotations: torch.Tensor) -> torch.Tensor:
         """[C h_j; C_o h_j] (B, S, 3n+2l): what α_i weighs at every step, once per sentence."""
@@ -168,9 +173,12 @@ class RNNsearch(nn.Module):
 
     def context_terms(self, enc: Encoded, state: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-        """C c_i (B, 3n), C_o c_i (B, 2l) and α_i (B, S) from s_{i-1}: α_i weighs the values
-        C h_j, C_o h_j (module docstring), c_i itself never formed."""
-        assert enc.keys is not None and enc.values is not None  # RNNsearch's encode sets both
+        """C c_i (B, 3n), C_o c_i (B, 2l) and α_i (B, S) from s_{i-1}: from c_i, or with
+        Encoded.values as α_i's weighted sums of C h_j, C_o h_j (module docstring)."""
+        if enc.values is None:
+            c, alpha = self.attend(enc, state)
+            return self.C(c), self.C_o(c), alpha
+        assert enc.keys is not None  # RNNsearch's encode sets it
         alpha = self.attention.weights(state, enc.keys, enc.src_mask, enc.values.dtype)
         terms = torch.bmm(alpha.unsqueeze(1), enc.values).squeeze(1)
         return terms[:, :self.C.out_features], terms[:, self.C.out_features:], alpha
@@ -223,9 +231,10 @@ class RNNsearch(nn.Module):
             if drop is not None:
                 s = s * drop
             if enc.context is None:
-                # RNNsearch: only RNNencdec leaves keys and values None
-                assert enc.keys is not None and enc.values is not None
-                s_new, c_o, alpha = time_step(x_i, s, enc.keys, enc.values, enc.src_mask, recurrent)
+                # RNNsearch: only RNNencdec leaves keys and annotations None
+                assert enc.keys is not None and enc.annotations is not None
+                memory = enc.annotations if enc.values is None else enc.values
+                s_new, c_o, alpha = time_step(x_i, s, enc.keys, memory, enc.src_mask, recurrent)
                 context_terms.append(c_o)
                 alphas.append(alpha)
             else:
@@ -234,7 +243,7 @@ class RNNsearch(nn.Module):
             s = s_new
         states = torch.stack(read_states, 1)
         if enc.context is None:
-            context_term = torch.stack(context_terms, 1)  # C_o c_i of every step
+            context_term = torch.stack(context_terms, 1)  # c_i of every step (with values: C_o c_i)
             attention = torch.stack(alphas, 1)
         else:
             context_term = self.C_o(enc.context).unsqueeze(1).expand(-1, states.size(1), -1)
@@ -242,18 +251,24 @@ class RNNsearch(nn.Module):
         if packed:  # the output layer is most of the cost: skip the padded positions
             real = tgt_in != PAD
             states, y_emb, context_term = states[real], y_emb[real], context_term[real]
+        if enc.context is None and enc.values is None:
+            context_term = self.C_o(context_term)  # C_o c_i for all steps in one product
         # Readout and output layer for all steps at once, after the loop.
         logits = self.readout(states, y_emb, context_term)
         return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
 
-    def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+    def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
                    src_mask: torch.Tensor, recurrent: tuple[torch.Tensor, Optional[torch.Tensor]]
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One teacher-forced step of RNNsearch: α_i from s_{i-1}, C c_i and C_o c_i as α_i's
-        weighted sums of the values, then s_i from [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b,
-        hoisted). Returns s_i, C_o c_i, α_i."""
-        alpha = self.attention.weights(s, keys, src_mask, values.dtype)
-        terms = torch.bmm(alpha.unsqueeze(1), values).squeeze(1)
+        """One teacher-forced step of RNNsearch: c_i and α_i from s_{i-1}, then s_i from
+        [E y_{i-1}; c_i] (x_i = W E y_{i-1} + b, hoisted). Returns s_i, c_i, α_i. `memory` is
+        the annotations, or with precompute_context the values: C c_i and C_o c_i are then α_i's
+        weighted sums of them, and C_o c_i is returned in place of c_i."""
+        if not self.precompute_context:
+            c, alpha = self.attention(s, keys, memory, src_mask)
+            return self.decoder.cell(x_i + self.C(c), s, recurrent), c, alpha
+        alpha = self.attention.weights(s, keys, src_mask, memory.dtype)
+        terms = torch.bmm(alpha.unsqueeze(1), memory).squeeze(1)
         gru_term, out_term = terms[:, :self.C.out_features], terms[:, self.C.out_features:]
         return self.decoder.cell(x_i + gru_term, s, recurrent), out_term, alpha
 
