@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,42 +16,10 @@ pytest.importorskip("starlette", reason="serve needs starlette (pip install -e '
 uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
 
 from conftest import browser_or_skip  # noqa: E402
+from serving import LiveServer, Slow  # noqa: E402
 
 from rnnsearch.engine.translate import load  # noqa: E402
 from rnnsearch.tools.serve import Limits, create_app  # noqa: E402
-
-
-class LiveServer:
-    def __init__(self, app):
-        self.app = app
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.time() + 20
-        while not self.server.started:
-            assert time.time() < deadline, "server did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-
-    def request(self, path: str, body=None, method: str | None = None, raw: bytes | None = None):
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, {k.lower(): v for k, v in r.headers.items()}, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, json.loads(e.read() or b"null")
 
 
 @pytest.fixture(scope="module")
@@ -64,22 +31,6 @@ def translator(reverse_model):
 def live(translator):
     with LiveServer(create_app(translator, Limits(max_wait_ms=30, max_sentences=8, max_chars=200))) as s:
         yield s
-
-
-class Slow:
-    """The real translator, slowed down (or failing on 'boom') to exercise the queue and errors."""
-
-    def __init__(self, inner, delay: float):
-        self.inner, self.delay = inner, delay
-        self.cfg, self.model, self.device = inner.cfg, inner.model, inner.device
-        self.src_tok, self.tgt_tok = inner.src_tok, inner.tgt_tok
-        self.parameters, self.quantized = inner.parameters, inner.quantized
-
-    def translate(self, texts, **kw):
-        if any("boom" in t for t in texts):
-            raise RuntimeError("decoder exploded")
-        time.sleep(self.delay)
-        return self.inner.translate(texts, **kw)
 
 
 def test_health_and_info(live, translator):
@@ -109,12 +60,12 @@ def test_translations_equal_those_of_rnnsearch_translate(live, translator):
 def test_concurrent_requests_are_batched_with_unchanged_results(live, translator):
     sentences = [" ".join(f"w{(i + k) % 9 + 1}" for k in range(3 + i % 4)) for i in range(16)]
     expected = [t.text for t in translator.translate(sentences, beam=3, attention=False)]
-    batches_before = live.app.state.batcher.batches
+    batches_before = live.app.state.models.default.batcher.batches
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(lambda s: live.request("/translate", {"text": s, "beam": 3}), sentences))
     assert [a[0] for a in answers] == [200] * 16
     assert [a[2]["translation"]["text"] for a in answers] == expected
-    assert live.app.state.batcher.batches - batches_before < 16  # requests shared batches
+    assert live.app.state.models.default.batcher.batches - batches_before < 16  # requests shared batches
 
 
 def test_attention_and_n_best(live, translator):

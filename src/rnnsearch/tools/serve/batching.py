@@ -1,0 +1,143 @@
+"""The decoding side of `rnnsearch serve`: a request's sentences as a Query, and the Batcher that
+decodes the sentences of concurrent requests together in one worker thread per model.
+
+A request waits at most ``max_wait_ms`` for others to join its batch; decoding runs off the event
+loop; a bounded queue answers QueueFull (the APIs' 503 with Retry-After) instead of piling up
+memory. A sentence's translation does not depend on which others share its batch, so every API
+answers what ``rnnsearch translate`` writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+log = logging.getLogger("rnnsearch")
+
+
+@dataclass
+class Limits:
+    max_sentences: int = 64  # per request
+    max_chars: int = 2000  # per sentence
+    max_body: int = 1 << 20  # bytes
+    max_beam: int = 32
+    max_batch: int = 32  # sentences decoded together
+    max_wait_ms: float = 5.0  # how long a request waits for others to join its batch
+    max_queue: int = 512  # sentences waiting or decoding; beyond, 503
+
+
+@dataclass
+class Query:
+    texts: list[str]
+    beam: int
+    n_best: int
+    attention: bool
+    single: bool  # {"text": ...} rather than {"texts": [...]}
+    alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
+    markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
+    model: str | None = None  # the native API's "model": the name of the loaded model asked for
+
+
+@dataclass
+class _Job:
+    query: Query
+    future: asyncio.Future
+    params: tuple = field(init=False)
+
+    def __post_init__(self):
+        # the attention is decoded for links too; what a request gets back is native.translation_json's
+        q = self.query
+        self.params = (q.beam, q.n_best, q.attention or q.alignment or q.markup is not None)
+
+
+class QueueFull(Exception):
+    """More sentences than Limits.max_queue would be waiting: the APIs answer 503."""
+
+    def __init__(self, pending: int, limits: Limits):
+        super().__init__(f"server busy: {pending} sentences queued (limit {limits.max_queue})")
+        # seconds until the queue has likely drained a batch's worth (a client's Retry-After)
+        self.retry_after = max(1, math.ceil(pending / max(limits.max_batch, 1) * 0.05))
+
+
+class Batcher:
+    """Collects the sentences of concurrent requests into batches for one decoding thread."""
+
+    def __init__(self, translate, limits: Limits, on_batch: Callable[[int], None] | None = None):
+        self.translate, self.limits = translate, limits
+        self.on_batch = on_batch  # called with each decoded batch's sentence count (metrics)
+        self.queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self.pending = 0  # sentences queued or being decoded
+        self.batches = 0
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rnnsearch-decode")
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    async def submit(self, query: Query) -> list:
+        n = len(query.texts)
+        if self.pending + n > self.limits.max_queue:
+            raise QueueFull(self.pending, self.limits)
+        self.pending += n
+        job = _Job(query, asyncio.get_running_loop().create_future())
+        self.queue.put_nowait(job)
+        return await job.future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = [await self.queue.get()]
+            size = len(jobs[0].query.texts)
+            deadline = loop.time() + self.limits.max_wait_ms / 1000
+            while size < self.limits.max_batch:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(self.queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                jobs.append(job)
+                size += len(job.query.texts)
+            groups: dict[tuple, list[_Job]] = {}
+            for job in jobs:
+                groups.setdefault(job.params, []).append(job)
+            for (beam, n_best, attention), group in groups.items():
+                live = [j for j in group if not j.future.done()]  # a client that left is not decoded
+                texts = [t for j in live for t in j.query.texts]
+                try:
+                    results = await loop.run_in_executor(
+                        self.executor,
+                        functools.partial(self.translate, texts, beam=beam, n_best=n_best,
+                                          attention=attention, batch_size=self.limits.max_batch),
+                    ) if texts else []
+                    self.batches += 1
+                    if self.on_batch is not None and texts:
+                        self.on_batch(len(texts))
+                except Exception as e:  # noqa: BLE001 — one bad batch must not stop the server
+                    log.exception("decoding failed")
+                    for j in live:
+                        if not j.future.done():
+                            j.future.set_exception(e)
+                else:
+                    k = 0
+                    for j in live:
+                        if not j.future.done():
+                            j.future.set_result(results[k:k + len(j.query.texts)])
+                        k += len(j.query.texts)
+                finally:
+                    self.pending -= sum(len(j.query.texts) for j in group)
