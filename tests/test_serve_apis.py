@@ -191,6 +191,21 @@ def test_deepl_keys_quota_and_rate(de_en):
         assert other.translate_text("w3", target_lang="EN-US").text == best(de_en, "w3")
 
 
+def test_deepl_form_body_and_mastodon_html_auto(two, de_en, fr_en):
+    """DeepL's form encoding (repeated text=), and Mastodon's LibreTranslate call: a JSON list q of
+    html, source auto, answered with a list of detected languages."""
+    form = [("text", "w1 w2"), ("text", "v1 v2"), ("target_lang", "EN")]
+    answer = requests.post(two.url + "/v2/translate", data=form,
+                           headers={"Authorization": "DeepL-Auth-Key any"}).json()
+    assert answer == {"translations": [
+        {"detected_source_language": "DE", "text": best(de_en, "w1 w2"), "billed_characters": 5},
+        {"detected_source_language": "FR", "text": best(fr_en, "v1 v2"), "billed_characters": 5}]}
+    status, _, body = two.request("/translate", {"q": ["<p>w1 <b>w2</b> w3</p>", "<br>", ""],
+                                                 "source": "auto", "target": "en", "format": "html"})
+    assert status == 200 and body["translatedText"] == ["<p>w3 <b>w2</b> w1</p>", "<br>", ""]
+    assert body["detectedLanguage"][0] == {"confidence": 100.0, "language": "de"}
+
+
 # ---------------------------------------------------------------------- keys, rate, metrics, CORS
 
 def test_keys_on_every_api(de_en):

@@ -87,13 +87,19 @@ async def read_fields(request, limits: Limits, raw: bytes | None = None) -> Fiel
     return Fields(query + list(form_pairs))
 
 
-def detect_each(models: ModelSet, texts: list[str], target: str) -> list[tuple[str, float]]:
-    """(source, confidence) of each text, among the sources of models that translate into target."""
+def detect_each(models: ModelSet, texts: list[str], target: str, html: bool = False,
+                ) -> list[tuple[str, float]]:
+    """(source, confidence) of each text, among the sources of models that translate into target
+    (html: of the words, the tags left out)."""
     candidates = [m.source for m in models.models if m.target == target]
     if not candidates:
         from rnnsearch.tools.serve.models import LanguageError
 
         raise LanguageError(f"{target} is not supported", target)
+    if html:
+        from rnnsearch.engine.markup import parse
+
+        texts = [parse(t).text for t in texts]
     return [models.detect([t], candidates)[0] for t in texts]
 
 

@@ -94,7 +94,7 @@ async def translate(request, ctx: Context):
     html = str(fields.get("tag_handling") or "").lower() in ("html", "xml")
     try:
         sources = ([(_code(source), 100.0)] * len(texts) if source
-                   else detect_each(ctx.models, texts, target))
+                   else detect_each(ctx.models, texts, target, html))
         served = [ctx.models.pair(s, target) for s, _ in sources]
     except LanguageError:
         return _error(400, "Value for 'target_lang' not supported.")

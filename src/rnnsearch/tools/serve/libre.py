@@ -96,7 +96,7 @@ async def translate(request, ctx: Context, raw: bytes | None = None):
     if text_format not in ("text", "html"):
         return _error(400, f"{text_format} format is not supported")
     try:
-        detected = detect_each(ctx.models, texts, target) if source == "auto" else None
+        detected = detect_each(ctx.models, texts, target, text_format == "html") if source == "auto" else None
         sources = [d[0] for d in detected] if detected else [source] * len(texts)
         served = [ctx.models.pair(s, target) for s in sources]
         results = await gather_by_model(ctx.models, list(zip(served, texts)), text_format == "html",
