@@ -220,6 +220,10 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
                 out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
                 if split == "test":
                     kept[label + (f"/{sym}" if sym else "")] = links
+    if models["fwd"].model.align_head is not None:  # links came from the head: the attention beside
+        # (fr, en, sure, possible: the test split's, the loop's last)
+        rows = word_attention(models["fwd"], fr, en, paths["test.fr"], head=False)
+        out["attention_not_head/test/argmax/shift0"] = aer([attention_links(w) for w in rows], sure, possible)
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import rnnsearch
-from rnnsearch.config import ConfigError, config_from_dict
+from rnnsearch.config import ConfigError, ModelConfig, config_from_dict
 from rnnsearch.engine.guided import gold_attention, guide_weight, guided_loss
 from rnnsearch.io import DataError
+from rnnsearch.nn.model import build_model
 from tests.conftest import random_batch, tiny_model
 
 
@@ -205,3 +206,56 @@ def test_auto_aligns_with_eflomal_and_a_resumed_run_reads_the_same_links(tmp_pat
     steps = [r["step"] for r in log if r["kind"] == "train"]
     assert steps == sorted(set(steps)) and {10, 20, 30, 40} <= set(steps)  # and an epoch's end
     assert all(r["guided_loss"] > 0 for r in log if r["kind"] == "train")
+
+
+def test_the_head_row_of_a_word_has_read_it_and_feeds_nothing_back():
+    """β_t (the alignment head's row for target token t) is scored from the state after step
+    t + 1, which has read token t: changing token t changes β_t and no earlier row. The head
+    changes neither the log-probabilities nor the attention."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True)
+    model = build_model(cfg, 20, 20).double()
+    src, mask = torch.randint(4, 20, (1, 5)), torch.ones(1, 5, dtype=torch.bool)
+    tgt = torch.tensor([[2, 5, 6, 7, 8]])  # <s> y_0 .. y_3: rows 0..3 the words, row 4 </s>
+    logp, alpha, beta = model(src, mask, tgt, alignment_head=True)
+    changed = tgt.clone()
+    changed[0, 2] = 11  # target token 1
+    _, _, beta2 = model(src, mask, changed, alignment_head=True)
+    assert torch.equal(beta[0, :1], beta2[0, :1]) and not torch.equal(beta[0, 1], beta2[0, 1])
+    assert torch.allclose(beta[0, :4].sum(-1), torch.ones(4, dtype=beta.dtype)) and not beta[0, 4].any()
+    plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8), 20, 20).double()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_head.")})
+    logp2, alpha2 = plain(src, mask, tgt)
+    assert torch.equal(logp, logp2) and torch.equal(alpha, alpha2)
+    with pytest.raises(ValueError, match="no alignment head"):
+        plain(src, mask, tgt, alignment_head=True)
+
+
+def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(tmp_path):
+    """The diagonal links that contradict the reversal task, taught to the head: the head follows
+    them, the attention is left to the task, and a translation's links are the head's."""
+    from rnnsearch.engine.translate import load
+
+    cfg = toy_config(tmp_path, guided_alignment=str(diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")))
+    cfg.model.alignment_head = True
+    rnnsearch.train(cfg)
+    translator = load(tmp_path / "run", device="cpu")
+    srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
+    tgts = Path(cfg.data.valid_tgt).read_text(encoding="utf-8").splitlines()
+    heads = [np.array(w) for w in translator.force(srcs, tgts, head=True)]
+    attention = [np.array(w) for w in translator.force(srcs, tgts)]
+    assert share_on(heads, 0, lambda j, n: j) >= 0.9
+    assert share_on(attention, 0, lambda j, n: j) <= 0.5  # the attention is not pulled along
+    t = translator.translate([srcs[0]])[0]
+    assert t.aligned is not None and len(t.aligned) == len(t.tokens) + 1
+    if t.text == tgts[0]:
+        assert t.alignment == [(j, j) for j in range(len(srcs[0].split()))]
+
+
+def test_the_head_needs_guidance_and_shift_0(tmp_path):
+    raw = toy_config(tmp_path).to_dict()
+    with pytest.raises(ConfigError, match="model.alignment_head"):
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": True}})
+    with pytest.raises(ConfigError, match="must be 0 with model.alignment_head"):
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": True},
+                          "train": {**raw["train"], "guided_alignment": "auto", "guided_alignment_shift": 1}})

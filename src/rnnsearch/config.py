@@ -83,6 +83,9 @@ class ModelConfig:
     score: Literal["additive", "dot", "general", "scaled_dot"] = "additive"  # alignment model a(s, h)
     gru: Literal["paper", "cudnn"] = "paper"  # reset gate before U (paper) or after (cuDNN)
     readout: Literal["prev", "new"] = "prev"  # deep output reads s_{i-1} (Appendix A) or s_i
+    # a second alignment model beside the attention, scoring h_j from the first decoder state that
+    # has read y_i; trained by train.guided_alignment only, it gives the links (nn/model.py)
+    alignment_head: bool = False
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
@@ -311,6 +314,8 @@ def _validate(cfg: Config, source: str) -> None:
     if t.agreement:  # the two directions' attention: RNNsearch only, each source read in order
         need(m.arch == "rnnsearch", "train.agreement", f"needs attention: model.arch rnnsearch, not {m.arch}")
         need(not cfg.data.reverse_source, "train.agreement", "does not combine with data.reverse_source")
+    need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
+         "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
     if t.guided_alignment:
         need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
              f"not {m.arch}")
@@ -319,6 +324,8 @@ def _validate(cfg: Config, source: str) -> None:
              "data.prepared")
         need(t.guided_alignment_weight > 0, "train.guided_alignment_weight", "must be positive")
         need(t.guided_alignment_shift in (0, 1), "train.guided_alignment_shift", "must be 0 or 1")
+        need(not (m.alignment_head and t.guided_alignment_shift), "train.guided_alignment_shift",
+             "must be 0 with model.alignment_head (its row for y_i already reads y_i)")
         need(t.guided_alignment_half_life >= 0, "train.guided_alignment_half_life",
              "must be >= 0 (0: constant)")
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")

@@ -56,6 +56,9 @@ class Translation:
     attention: Optional[list[list[float]]] = None  # (len(tokens) + 1) rows (</s> last) x len(source_tokens)
     source: str = ""  # the source line as given to translate()
     pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
+    # a model with an alignment head (model.alignment_head): its β rows, shaped as `attention`;
+    # links and alignment weights are read from them (row i already belongs to y_i: no shift)
+    aligned: Optional[list[list[float]]] = None
 
     def attention_json(self) -> Optional[dict]:
         """SPEC form: {"source": [...], "target": [...], "weights": [[...] per target token]}."""
@@ -90,6 +93,9 @@ class Translation:
         Word level, a source word's weight is the sum over its pieces, a target word's row the
         mean of its pieces' rows. ``shift=1`` gives each unit the next unit's row (the </s> row
         for the last: alignment.attention_links); the </s> row is never a unit."""
+        if self.aligned is not None:
+            return translation_rows(self.aligned, self.source, self.source_tokens, self.tokens,
+                                    len(self.text.split()), self._word_vocab(), subwords, 0)
         if self.attention is None:
             return None
         return translation_rows(self.attention, self.source, self.source_tokens, self.tokens,
@@ -238,9 +244,16 @@ class Translator:
         by_sentence: dict[int, list[int]] = {}
         for p, k in enumerate(owner):
             by_sentence.setdefault(k, []).append(p)
+        heads: list[tuple[Translation, list[int], list[int]]] = []  # (translation, source, target ids)
         for k, ps in by_sentence.items():
             out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
                       for rank in range(n_best)]
+            if attention and self.model.align_head is not None and len(ps) == 1:
+                heads += [(t, pieces[ps[0]], hyps[ps[0]][rank].tokens) for rank, t in enumerate(out[k])]
+        if heads:  # the head's rows of each output, by teacher forcing it (one batched pass)
+            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=True)
+            for (t, _, _), r in zip(heads, rows):
+                t.aligned = r
         word_vocab = self.cfg.vocab.kind == "word"
         for text, ts in zip(sentences, out):
             for t in ts:
@@ -296,26 +309,36 @@ class Translator:
         return Translation(self.tgt_tok.decode(tokens), self.tgt_tok.pieces(tokens), score,
                            self.src_tok.pieces(src_ids), weights)
 
-    @torch.no_grad()
-    def force(self, sources: list[str], targets: list[str],
-              batch_size: int = 64) -> list[Optional[list[list[float]]]]:
+    def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
+              head: bool = False) -> list[Optional[list[list[float]]]]:
         """Attention under teacher forcing on given translations (for alignment scoring).
 
         Returns per pair the weights, one row per target token plus </s>, columns in the
-        source's reading order (also with reverse_source); None for RNNencdec.
+        source's reading order (also with reverse_source); None for RNNencdec. `head`: the
+        alignment head's β rows instead (model.alignment_head; its </s> row is zero).
         """
+        pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
+        return self._forced(pairs, batch_size, head)
+
+    @torch.no_grad()
+    def _forced(self, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
+                head: bool = False) -> list[Optional[list[list[float]]]]:
+        """force() on (source ids in reading order, target ids) pairs."""
         from rnnsearch.engine.data import Example, collate
 
+        if head and self.model.align_head is None:
+            raise ValueError("this model has no alignment head (model.alignment_head)")
         self.model.eval()
         rev = self.cfg.data.reverse_source
-        examples = [Example(self.source_ids(s)[::-1] if rev else self.source_ids(s), self.target_ids(t), k)
-                    for k, (s, t) in enumerate(zip(sources, targets, strict=True))]
+        examples = [Example(src[::-1] if rev else list(src), list(tgt), k)
+                    for k, (src, tgt) in enumerate(pairs)]
         out: list = [[] for _ in examples]  # an empty source has no attention rows
         todo = [k for k, e in enumerate(examples) if e.src]
         for group in iterate_sorted([examples[k].src for k in todo], batch_size):
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
-            _, attn = self.model(batch.src, batch.src_mask, batch.tgt_in)
+            _, attn, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
+            attn = beta[0] if head else attn
             if attn is None:
                 return [None] * len(examples)
             for row, g in enumerate(group):

@@ -69,6 +69,18 @@ class Attention(nn.Module):
         query = self.W_g(state) if self.score == "general" else state
         return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1) * self.scale
 
+    def scores_all(self, states: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """e for every step at once: states (batch, T, n), keys (batch, src_len, ·) -> (batch, T, src_len)."""
+        if self.score == "additive":
+            return self.v_a(torch.tanh(self.W_a(states).unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
+        query = self.W_g(states) if self.score == "general" else states
+        return torch.bmm(query, keys.transpose(1, 2)) * self.scale
+
+    def weights_all(self, states: torch.Tensor, keys: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """Softmax over real source words of :meth:`scores_all`: (batch, T, src_len), fp32 or better."""
+        e = self.scores_all(states, keys).masked_fill(~src_mask.unsqueeze(1), float("-inf"))
+        return torch.softmax(at_least_fp32(e), dim=-1)
+
     def weights(self, state: torch.Tensor, keys: torch.Tensor, src_mask: torch.Tensor,
                 dtype: torch.dtype) -> torch.Tensor:
         """Steps 1 and 2: α_i (batch, src_len) in `dtype`, normalised in fp32 or better.

@@ -21,6 +21,18 @@ positions instead of two products with the 2n-wide c_i: the same numbers up to r
 values and gradients) at a fraction of the multiply-adds. It is off by default because on a CPU
 it measured slower (docs/benchmarks.md, "Context values"): the values are 3n+2l wide per source
 word and per beam row, so each step reads far more memory than the shared C and C_o weights.
+
+**The alignment head** (``model.alignment_head``, off by default; not in the paper). α_i is scored
+from s_{i-1}, before the decoder has read y_{i-1}, let alone y_i: the attention has to place its
+weight before it knows which word it will emit. The first state to have read y_i is s_{i+1}
+(s_i = f(s_{i-1}, y_{i-1}, c_i)). The head is a second alignment model of the same score function,
+
+    β_i = softmax_j a'(s_{i+1}, h_j)        for every target word y_i
+
+computed after the teacher-forced loop from the states it already made (the state after the
+</s> step has read the last word, so every word has its row). It feeds nothing into the
+translation; train.guided_alignment teaches it a word aligner's links (engine/guided.py) while the
+attention stays the paper's, unsupervised, and links are read from β when the model has it.
 """
 
 from __future__ import annotations
@@ -113,6 +125,8 @@ class RNNsearch(nn.Module):
         self.V_o = nn.Linear(m, 2 * maxout, bias=False)
         self.C_o = nn.Linear(ctx, 2 * maxout, bias=False)
         self.W_o = nn.Linear(maxout, tgt_vocab)
+        # β_i from s_{i+1} (module docstring); None: the paper's model
+        self.align_head = Attention(cfg.score, n, ctx, cfg.align) if cfg.alignment_head else None
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
@@ -197,7 +211,7 @@ class RNNsearch(nn.Module):
         return self.W_o.weight.index_select(0, vocab), self.W_o.bias.index_select(0, vocab)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
-                packed: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                packed: bool = False, alignment_head: bool = False):
         """Teacher forcing.
 
         src, src_mask (B, S); tgt_in (B, T) = <s> y_1 .. y_{T-1}.
@@ -205,21 +219,25 @@ class RNNsearch(nn.Module):
         scores the training loss consumes — and attention α (B, T, S) (None for RNNencdec).
         packed=True: the output layer runs on real target positions only and returns (N, V)
         for the N non-<pad> entries of tgt_in, in row-major order (training skips the padding).
+        alignment_head=True (a model with one): a third value, the head's β (B, T, S), row i for
+        the target token i; the </s> row is zero (no state has read it).
         """
-        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=log_probs, packed=packed)
+        return self._decode(self.encode(src, src_mask), tgt_in, log_probs=log_probs, packed=packed,
+                            head=alignment_head)
 
     def logits(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor):
         """forward(..., log_probs=False)."""
         return self(src, src_mask, tgt_in, log_probs=False)
 
-    def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool, packed: bool = False):
+    def _decode(self, enc: Encoded, tgt_in: torch.Tensor, log_probs: bool, packed: bool = False,
+                head: bool = False):
         y_emb = self.drop_emb(self.tgt_emb(tgt_in))
         # Hoisted out of the loop: W E y_{i-1} + b for every step in one product, and
         # for RNNencdec the constant C c as well.
         x_proj = self.decoder.W(y_emb)
         if enc.context is not None:
             x_proj = x_proj + self.C(enc.context).unsqueeze(1)
-        s, read_states, context_terms, alphas = enc.state, [], [], []
+        s, read_states, context_terms, alphas, new_states = enc.state, [], [], [], []
         drop = None  # dropout_dec_state: one mask per sentence on the decoder's carried state
         if self.training and self.dec_state_dropout > 0:
             keep = 1.0 - self.dec_state_dropout
@@ -240,6 +258,8 @@ class RNNsearch(nn.Module):
             else:
                 s_new = self.decoder.cell(x_i, s, recurrent)
             read_states.append(s if self.cfg.readout == "prev" else s_new)
+            if head:
+                new_states.append(s_new)
             s = s_new
         states = torch.stack(read_states, 1)
         if enc.context is None:
@@ -255,7 +275,19 @@ class RNNsearch(nn.Module):
             context_term = self.C_o(context_term)  # C_o c_i for all steps in one product
         # Readout and output layer for all steps at once, after the loop.
         logits = self.readout(states, y_emb, context_term)
-        return (F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits), attention
+        out = F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits
+        if not head:
+            return out, attention
+        return out, attention, self._head_rows(enc, torch.stack(new_states, 1))
+
+    def _head_rows(self, enc: Encoded, new_states: torch.Tensor) -> torch.Tensor:
+        """β (B, T, S): row i from the state after step i+1, which has read y_i (module docstring);
+        the last row (</s>) zero."""
+        if self.align_head is None or enc.annotations is None:
+            raise ValueError("this model has no alignment head (model.alignment_head)")
+        keys = self.align_head.keys(enc.annotations)
+        rows = self.align_head.weights_all(new_states[:, 1:], keys, enc.src_mask)
+        return torch.cat([rows, rows.new_zeros(rows.size(0), 1, rows.size(2))], 1)
 
     def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
                    src_mask: torch.Tensor, recurrent: tuple[torch.Tensor, Optional[torch.Tensor]]
