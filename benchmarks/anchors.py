@@ -168,10 +168,12 @@ def opennmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict)
             "peak_rss_mb": done.peak_rss_mb, "model": str(work / f"model_step_{steps}.pt")}
 
 
-def opennmt_translate(python: Path, model: str, src: Path, out: Path, beam: int, batch: int) -> dict:
+def opennmt_translate(python: Path, model: str, src: Path, out: Path, beam: int, batch: int,
+                      flags: tuple[str, ...] = ()) -> dict:
+    """onmt_translate's time; `flags` e.g. ("-int8",): its dynamic 8-bit quantisation (CPU)."""
     done = run([str(python.parent / "onmt_translate"), "-model", model, "-src", str(src), "-output", str(out),
-                "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-report_time"],
-               out.with_suffix(".log"), env=OLD_TORCH_LOAD)
+                "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-report_time",
+                *flags], out.with_suffix(".log"), env=OLD_TORCH_LOAD)
     n = sum(1 for _ in open(src))
     return {"seconds": opennmt_seconds(done.output, n), "process_seconds": done.seconds,
             "peak_rss_mb": done.peak_rss_mb}

@@ -333,6 +333,8 @@ def _pieces(model_file: Path) -> list:
 VARIANTS = {"rnnsearch": {"train": "fp32", "decode": "fp32", "quantize": "none"},
             "rnnsearch-auto": {"train": "auto", "decode": "auto", "quantize": "none"},
             "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"}}
+# the anchors' own fastest CPU setting, decoding their fp32 model: like is compared with like
+ANCHOR_VARIANTS = {"opennmt-int8": {"model_of": "opennmt", "flags": ("-int8",), "quantize": "int8"}}
 
 
 def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32") -> dict:
@@ -395,7 +397,8 @@ class SideBySide:
             source = VARIANTS[name]["model_of"]
             if source not in self.trained:
                 raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
-        self.decoders = self.ours + ANCHOR_NAMES
+        self.anchors = ANCHOR_NAMES + list(ANCHOR_VARIANTS)  # what rnnsearch's systems are compared with
+        self.decoders = self.ours + self.anchors
         venvs = Path(args.venvs).expanduser().resolve()
         self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in ANCHOR_NAMES}
         self.data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), self.work, args.test_sentences)
@@ -449,11 +452,15 @@ class SideBySide:
 
     def translate(self, name: str, beam: int, out: Path) -> dict:
         data = self.data
-        model = self.training[VARIANTS.get(name, {}).get("model_of", name)]["B"]["model"]
+        model_of = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("model_of", name)
+        model = self.training[model_of]["B"]["model"]
         if name in VARIANTS:
             v = VARIANTS[name]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
                                        out, beam, v["decode"], v["quantize"])
+        if name in ANCHOR_VARIANTS:
+            return anchors.opennmt_translate(self.pythons["opennmt"], model, data["dir"] / "test.src", out,
+                                             beam, SIZES["batch"], ANCHOR_VARIANTS[name]["flags"])
         if name == "opennmt":
             return anchors.opennmt_translate(self.pythons[name], model, data["dir"] / "test.src", out, beam,
                                              SIZES["batch"])
@@ -519,10 +526,11 @@ class SideBySide:
         if name in self.training:
             entry = self.training_entry(name, flops, gemm_rates)
         else:
-            entry = {"decodes_model_of": VARIANTS[name]["model_of"]}
+            entry = {"decodes_model_of": {**VARIANTS, **ANCHOR_VARIANTS}[name]["model_of"]}
         if name in VARIANTS:
             entry["decode_precision"] = self.decoding[name][5][-1]["precision"]
-            entry["quantize"] = VARIANTS[name]["quantize"]
+        # what each side decoded with, so that a ratio says whether it compares like with like
+        entry["quantize"] = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("quantize", "none")
         hyps, refs = self.hypotheses(name), self.data["test_refs"]
         decoded = [d for b in (1, 5) for d in self.decoding[name][b]]
         entry.update({
@@ -539,10 +547,10 @@ class SideBySide:
         ratio = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
         out = {}
         for mine in self.ours:
-            for name in ANCHOR_NAMES:
+            for name in self.anchors:
                 pair = {"greedy_sent_per_s": ratio(self.speeds(mine, 1), self.speeds(name, 1)),
                         "beam5_sent_per_s": ratio(self.speeds(mine, 5), self.speeds(name, 5))}
-                if mine in self.training:
+                if mine in self.training and name in self.training:
                     rates = {s: [self.training[s][r]["tgt_tok_per_s"] for r in "AB"] for s in (mine, name)}
                     pair["train_tgt_tok_per_s"] = ratio(rates[mine], rates[name])
                     pair["train_peak_rss"] = round(systems[mine]["train_peak_rss_mb"]

@@ -122,6 +122,9 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
     assert bench.VARIANTS["rnnsearch-int8"]["model_of"] == "rnnsearch"
     assert "model_of" not in bench.VARIANTS["rnnsearch"]
     assert {v["quantize"] for v in bench.VARIANTS.values()} == {"none", "int8"}
+    # and OpenNMT-py decodes its own fp32 model with its -int8, so that int8 meets int8
+    assert bench.ANCHOR_VARIANTS["opennmt-int8"] == {"model_of": "opennmt", "flags": ("-int8",),
+                                                     "quantize": "int8"}
 
 
 def test_opennmt_config_takes_a_dropout(tmp_path):
