@@ -144,3 +144,14 @@ def test_guide_commands_run_as_written(tmp_path, monkeypatch):
     assert ran >= 8
     assert (tmp_path / "docs" / "figures" / "guide" / "tatoeba_explorer.html").exists()
     assert (tmp_path / "data" / "tatoeba_en_zh" / "test.zh").exists()
+
+
+def test_the_readme_file_table_names_every_module():
+    """README's table of src/rnnsearch's folders names each module a user may look for."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    src = ROOT / "src" / "rnnsearch"
+    modules = [path for folder in ("nn", "engine", "tools") for path in sorted((src / folder).glob("*.py"))]
+    missing = [str(p.relative_to(src)) for p in modules
+               if p.name != "__init__.py" and f"`{p.name}`" not in table]
+    assert not missing, f"README's file table does not name {missing}"

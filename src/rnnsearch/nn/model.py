@@ -366,7 +366,8 @@ class RNNencdec(RNNsearch):
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> RNNsearch:
-    """A freshly initialised `RNNsearch` or `RNNencdec` (``cfg.arch``), with the paper's
-    initialisation (Appendix B), for vocabularies of the given sizes (special tokens included)."""
+    """A freshly initialised `RNNsearch` or `RNNencdec` (``cfg.arch``), initialised as ``cfg.init``
+    says (default "uniform", U(±init_scale); "paper": Appendix B), for vocabularies of the given
+    sizes (special tokens included)."""
     cls = RNNsearch if cfg.arch == "rnnsearch" else RNNencdec
     return cls(cfg, src_vocab, tgt_vocab)
