@@ -88,7 +88,7 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
                                "texts")
         texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
     model = body.get("model", next(iter(beams)))
-    if model not in beams:
+    if not isinstance(model, str) or model not in beams:
         raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, beams))}, "
                                 f"got {json.dumps(model)}", "model")
     beam = _integer(body, "beam", beams[model], 1, limits.max_beam)
