@@ -155,3 +155,71 @@ def test_the_readme_file_table_names_every_module():
     missing = [str(p.relative_to(src)) for p in modules
                if p.name != "__init__.py" and f"`{p.name}`" not in table]
     assert not missing, f"README's file table does not name {missing}"
+
+
+def invalid_commands(doc: Path) -> list[str]:
+    """The `rnnsearch ...` lines of the document's sh blocks that the real command line refuses
+    (redirections and what the command is piped into left out), each with argparse's message."""
+    import contextlib
+    import io
+
+    from rnnsearch.tools.cli import build_parser
+
+    parser, bad = build_parser(), []
+    for command in fenced_commands(doc):
+        words = shlex.split(command)[1:]
+        for end in ("|", "&&", ";"):  # the rnnsearch command only, not what it is piped into
+            words = words[:words.index(end)] if end in words else words
+        # redirections and their files are the shell's, not the command's
+        argv = [w for k, w in enumerate(words)
+                if w not in ("<", ">", "2>") and (k == 0 or words[k - 1] not in ("<", ">", "2>"))]
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                parser.parse_args(argv)
+        except SystemExit:
+            bad.append(f"`{command}`: {err.getvalue().strip().splitlines()[-1]}")
+    return bad
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_documented_command_parses(doc):
+    """Every `rnnsearch ...` line of a sh block in README.md and docs/*.md is accepted by the real
+    command line: an unknown flag or a wrong choice fails here."""
+    assert invalid_commands(doc) == [], doc.name
+
+
+def test_the_command_check_catches_a_made_up_flag(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("```sh\nrnnsearch translate --model M --beam 5\n"
+                   "rnnsearch translate --model M --beem 5 < in.txt > out.txt\n"
+                   "rnnsearch train CONFIG --precision fp8\n```\n", encoding="utf-8")
+    bad = invalid_commands(doc)
+    assert len(bad) == 2 and "--beem" in bad[0] and "fp8" in bad[1]
+
+
+NOT_KEYS = {"py", "safetensors", "json", "jsonl", "log", "gz", "en", "de", "fr", "zh", "src", "tgt", "step"}
+
+
+def unknown_config_keys(text: str) -> list[str]:
+    """`section.key` mentions (in backticks or after --set) that name no field of the config
+    (file names such as `model.safetensors` and methods such as `model.step` aside)."""
+    import dataclasses
+
+    from rnnsearch import config
+
+    sections = {name: {f.name for f in dataclasses.fields(getattr(config, f"{name.title()}Config"))}
+                for name in ("data", "vocab", "model", "train", "decode")}
+    mentions = re.finditer(r"(?:`|--set\s+)(data|vocab|model|train|decode)\.([a-z_]+)(?=[`=:\s])", text)
+    return [m.group(0).strip("`") for m in mentions
+            if m.group(2) not in NOT_KEYS and m.group(2) not in sections[m.group(1)]]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_config_key_the_docs_name_exists(doc):
+    assert unknown_config_keys(doc.read_text(encoding="utf-8")) == [], doc.name
+
+
+def test_the_key_check_catches_a_made_up_key():
+    text = "set `train.max_steps` and `model.alignment_head`, not `train.max_stepz` or --set decode.beems=3"
+    assert unknown_config_keys(text) == ["train.max_stepz", "--set decode.beems"]
