@@ -11,7 +11,7 @@ from conftest import TOY, toy_config
 from safetensors.torch import load_file
 
 import rnnsearch
-from rnnsearch.config import ConfigError
+from rnnsearch.config import ConfigError, TrainConfig
 from rnnsearch.engine.checkpoint import CheckpointError
 from rnnsearch.engine.train import Trainer, TrainingInterrupted, train
 from rnnsearch.tools.toy import toy_pairs
@@ -359,3 +359,26 @@ def test_training_stops_at_the_target_validation_loss(tmp_path):
     never = toy_config(tmp_path, "never", max_epochs=1, valid_every=10, stop_valid_loss=1e-9)
     train(never)
     assert json.loads((tmp_path / "never" / "DONE").read_text())["reason"] == "max_epochs"
+
+
+def test_threads_follow_the_free_cores(monkeypatch):
+    """train.threads 0 without OMP_NUM_THREADS: a thread a core not busy with other processes."""
+    from rnnsearch.engine import train as train_module
+
+    monkeypatch.setattr(train_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    for load, expected in ((0.1, 4), (1.2, 3), (3.6, 1), (9.0, 1)):
+        monkeypatch.setattr(train_module.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert train_module.free_cores()[0] == expected
+    monkeypatch.setattr(train_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert train_module.free_cores()[0] == 2  # two ranks share the four cores
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        train_module.seed_and_threads(TrainConfig(threads=0))
+        assert torch.get_num_threads() == 2
+        train_module.seed_and_threads(TrainConfig(threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -7,6 +7,7 @@ import copy
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import signal
@@ -376,12 +377,28 @@ def run_config(cfg: Config, resume: bool) -> Config:
     return read_config(Path(cfg.model_dir)) if resume else cfg
 
 
+def free_cores() -> tuple[int, int, float]:
+    """(threads for this process, the cores it may run on, the 1-minute load): the cores of its
+    affinity less the load average (rounded), shared among torchrun's local ranks, at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, (cores - min(cores - 1, round(load))) // ranks), cores, load
+
+
 def seed_and_threads(t: TrainConfig) -> None:
-    """Python's and torch's random numbers from train.seed; torch's CPU threads (train.threads)."""
+    """Python's and torch's random numbers from train.seed; torch's CPU threads: train.threads, or
+    with 0 (and no OMP_NUM_THREADS) one a free core, so that a run beside a busy process does not
+    oversubscribe the cores (two 2-thread runs on 2 cores ran 20x slower than one thread each)."""
     random.seed(t.seed)
     torch.manual_seed(t.seed)
     if t.threads:
         torch.set_num_threads(t.threads)
+    elif "OMP_NUM_THREADS" not in os.environ:
+        free, cores, load = free_cores()
+        torch.set_num_threads(free)
+        log.info("threads: %d (%d cores, load %.1f; train.threads or OMP_NUM_THREADS sets them)",
+                 free, cores, load)
 
 
 def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step: int, keep_last: int) -> None:
