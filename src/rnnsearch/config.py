@@ -386,7 +386,7 @@ def config_from_dict(raw: dict, overrides: Sequence[str] = (), source: str = "co
     raw = apply_overrides(raw, overrides)
     preset = raw.get("preset")
     if preset is not None:
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ConfigError(f"{source}: preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
         raw = merge_dicts(PRESETS[preset], raw)
     cfg = _build(Config, raw, "", source)
