@@ -8,7 +8,6 @@ existing file untouched, and one output line per input line at translation.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -195,20 +194,10 @@ def _future_key(d):
     (d / "config.json").write_text(json.dumps(cfg))
 
 
-def _doubled(d):
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["model"]["hidden"] *= 2
-    (d / "config.json").write_text(json.dumps(cfg))
-
-
 @pytest.mark.parametrize("damage, needles", [
-    (lambda d: (d / "model.safetensors").write_bytes(os.urandom(5000)), ["not a readable safetensors"]),
     (lambda d: (d / "model.safetensors").unlink(), ["model.safetensors: no such weights file"]),
-    (lambda d: (d / "src.vocab.txt").unlink(), ["src.vocab.txt: no such file"]),
-    (lambda d: (d / "config.json").write_text("{not json"), ["config.json: not valid JSON"]),
     (_future_key, ["config.json: unknown key 'model.flux_capacitor'"]),
-    (_doubled, ["model.safetensors:", "the model expects", "size mismatch"]),
-], ids=["garbage-weights", "no-weights", "no-tokenizer", "bad-json", "future-key", "wrong-size"])
+], ids=["no-weights", "future-key"])
 def test_a_damaged_model_directory_is_named_in_one_line(models, tmp_path, capsys, damage, needles):
     model_dir = tmp_path / "damaged"
     shutil.copytree(models["word"], model_dir)

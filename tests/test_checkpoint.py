@@ -63,6 +63,37 @@ def test_damaged_train_state_refuses_to_resume(model_copy):
         train(cfg, resume=True)
 
 
+def test_a_checkpoint_cut_short_by_a_full_disk_leaves_the_last_one_resumable(model_copy, monkeypatch):
+    """The disk fills while the next checkpoint is written: the error reaches the caller, the
+    previous checkpoint is untouched and no half-written file is left; resuming then works."""
+    import errno
+    import json
+
+    from rnnsearch.engine import checkpoint
+    from rnnsearch.engine.checkpoint import read_config
+    from rnnsearch.engine.train import train
+
+    step = json.loads((model_copy / "train_state.json").read_text())["step"]
+    before = {p.name: p.read_bytes() for p in model_copy.iterdir() if p.is_file()}
+
+    def full_disk(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)  # part of the file, then no more room
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    cfg = read_config(model_copy)
+    cfg.model_dir, cfg.train.max_steps, cfg.train.progress = str(model_copy), step + 3, False
+    monkeypatch.setattr(checkpoint, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        train(cfg, resume=True)
+    for name in ("train_state.safetensors", "train_state.json", "model.safetensors", "last.safetensors"):
+        assert (model_copy / name).read_bytes() == before[name], name
+    assert not list(model_copy.glob(".*.tmp"))
+    monkeypatch.undo()
+    train(cfg, resume=True)
+    assert json.loads((model_copy / "train_state.json").read_text())["step"] == step + 3
+
+
 def _snapshots(model_dir, offsets):
     """Copies of the model's weights shifted by each offset, as train.keep_last keeps them."""
     from safetensors.torch import load_file, save_file
