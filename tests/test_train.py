@@ -363,14 +363,16 @@ def test_training_stops_at_the_target_validation_loss(tmp_path):
 
 def test_threads_follow_the_free_cores(monkeypatch):
     """train.threads 0 without OMP_NUM_THREADS: a thread a core not busy with other processes."""
+    import os
+
     from rnnsearch.engine import train as train_module
 
+    assert 0.0 <= train_module.busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9  # /proc/stat, sampled
     monkeypatch.setattr(train_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     for load, expected in ((0.1, 4), (1.2, 3), (3.6, 1), (9.0, 1)):
-        monkeypatch.setattr(train_module.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
-        assert train_module.free_cores()[0] == expected
-    monkeypatch.setattr(train_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        assert train_module.free_cores(load)[0] == expected
+    monkeypatch.setattr(train_module, "busy_cores", lambda: 0.0)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert train_module.free_cores()[0] == 2  # two ranks share the four cores
     before = torch.get_num_threads()

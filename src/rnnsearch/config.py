@@ -147,7 +147,7 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
     compile: bool = False
-    threads: int = 0  # torch CPU threads; 0: OMP_NUM_THREADS if set, else one a free core (load-aware)
+    threads: int = 0  # torch CPU threads; 0: OMP_NUM_THREADS if set, else one a free core
     progress: bool = True  # tqdm progress bar
     tensorboard: bool = True  # when the tensorboard package is installed
 

@@ -377,11 +377,31 @@ def run_config(cfg: Config, resume: bool) -> Config:
     return read_config(Path(cfg.model_dir)) if resume else cfg
 
 
-def free_cores() -> tuple[int, int, float]:
-    """(threads for this process, the cores it may run on, the 1-minute load): the cores of its
-    affinity less the load average (rounded), shared among torchrun's local ranks, at least one."""
+def busy_cores(seconds: float = 0.25) -> float:
+    """How many cores other processes keep busy now: /proc/stat's busy share over `seconds`
+    times the machine's cores (this process sleeps meanwhile); else the 1-minute load average,
+    which lags (a finished `pip install` still counts for a minute)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return sum(ticks), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    busy = 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
+    return busy * (os.cpu_count() or 1)
+
+
+def free_cores(load: float | None = None) -> tuple[int, int, float]:
+    """(threads for this process, the cores it may run on, the busy cores): the cores of its
+    affinity less those busy now (rounded), shared among torchrun's local ranks, at least one."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    load = busy_cores() if load is None else load
     ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     return max(1, (cores - min(cores - 1, round(load))) // ranks), cores, load
 
@@ -397,7 +417,7 @@ def seed_and_threads(t: TrainConfig) -> None:
     elif "OMP_NUM_THREADS" not in os.environ:
         free, cores, load = free_cores()
         torch.set_num_threads(free)
-        log.info("threads: %d (%d cores, load %.1f; train.threads or OMP_NUM_THREADS sets them)",
+        log.info("threads: %d (%d cores, %.1f busy; train.threads or OMP_NUM_THREADS sets them)",
                  free, cores, load)
 
 
