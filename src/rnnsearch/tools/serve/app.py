@@ -19,7 +19,7 @@ from typing import Any
 
 from rnnsearch.io import DataError
 from rnnsearch.tools.serve.batching import Batcher, Limits
-from rnnsearch.tools.serve.compat import Context
+from rnnsearch.tools.serve.compat import Context, Fields
 from rnnsearch.tools.serve.deepl import routes as deepl_routes
 from rnnsearch.tools.serve.guard import Frontdoor, Guard, Metrics
 from rnnsearch.tools.serve.libre import routes as libre_routes
@@ -86,19 +86,18 @@ def _translate_route(ctx: Context):
             raw = await read_body(request, ctx.limits)
         except RequestError as e:
             return error(e.status, e.message)
-        if kind == "application/json" and not _has_q(raw):
-            return await native_translate(request, raw, ctx.models, ctx.limits, ctx.guard)
-        return await libre_translate(request, ctx, raw)
+        if kind != "application/json":
+            return await libre_translate(request, ctx, raw)
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            body = None  # the native API names what is wrong with it
+        if isinstance(body, dict) and "q" in body:  # parsed once: LibreTranslate reads these fields
+            return await libre_translate(request, ctx, fields=Fields(list(request.query_params.multi_items()),
+                                                                     body))
+        return await native_translate(request, raw, ctx.models, ctx.limits, ctx.guard)
 
     return translate
-
-
-def _has_q(raw: bytes) -> bool:
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(body, dict) and "q" in body
 
 
 def create_app(translators, limits: Limits | None = None, beam: int | None = None, lang: str = "en",

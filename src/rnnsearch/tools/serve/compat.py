@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 
 from rnnsearch.tools.serve.batching import Limits, Query
 from rnnsearch.tools.serve.guard import Guard
-from rnnsearch.tools.serve.models import ModelSet, Served
+from rnnsearch.tools.serve.models import LanguageError, ModelSet, Served
 from rnnsearch.tools.serve.native import RequestError, read_body, translation_json
 
 
@@ -93,8 +93,6 @@ def detect_each(models: ModelSet, texts: list[str], target: str, html: bool = Fa
     (html: of the words, the tags left out)."""
     candidates = [m.source for m in models.models if m.target == target]
     if not candidates:
-        from rnnsearch.tools.serve.models import LanguageError
-
         raise LanguageError(f"{target} is not supported", target)
     if html:
         from rnnsearch.engine.markup import parse

@@ -20,7 +20,14 @@ A POST /translate with a JSON body of the native API ("text"/"texts", no "q") is
 from __future__ import annotations
 
 from rnnsearch.tools.serve.batching import QueueFull
-from rnnsearch.tools.serve.compat import Context, FieldError, detect_each, gather_by_model, read_fields
+from rnnsearch.tools.serve.compat import (
+    Context,
+    FieldError,
+    Fields,
+    detect_each,
+    gather_by_model,
+    read_fields,
+)
 from rnnsearch.tools.serve.guard import Denial, client_address
 from rnnsearch.tools.serve.models import LanguageError, language_name
 
@@ -71,9 +78,10 @@ def _texts(q, ctx: Context):
     return texts, batch
 
 
-async def translate(request, ctx: Context, raw: bytes | None = None):
+async def translate(request, ctx: Context, raw: bytes | None = None, fields: Fields | None = None):
+    """POST /translate; `raw` the body when read already, `fields` when also parsed."""
     try:
-        fields = await read_fields(request, ctx.limits, raw)
+        fields = fields or await read_fields(request, ctx.limits, raw)
     except FieldError as e:
         return _error(e.status, e.message)
     denial = ctx.guard.admit(fields.get("api_key"), client_address(request))
