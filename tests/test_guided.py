@@ -232,6 +232,31 @@ def test_the_head_row_of_a_word_has_read_it_and_feeds_nothing_back():
         plain(src, mask, tgt, alignment_head=True)
 
 
+def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
+    """model.alignment_head_future: β_t also reads tokens t+1 .. (a backward GRU), so changing token 2
+    changes the rows of tokens 0 and 1 too (the head without it leaves them); padding after a shorter
+    sentence is never read;
+    the translation's log-probabilities and attention are those of the model without it."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True, alignment_head_future=True)
+    model = build_model(cfg, 20, 20).double()
+    src, mask = torch.randint(4, 20, (2, 5)), torch.ones(2, 5, dtype=torch.bool)
+    tgt = torch.tensor([[2, 5, 6, 7, 8], [2, 5, 6, 0, 0]])  # the second: y_0 y_1 </s>, then padding
+    logp, alpha, beta = model(src, mask, tgt, alignment_head=True)
+    changed = tgt.clone()
+    changed[0, 3] = 11  # target token 2
+    _, _, beta2 = model(src, mask, changed, alignment_head=True)
+    assert all(not torch.allclose(beta[0, t], beta2[0, t], rtol=0, atol=1e-12) for t in range(4))
+    _, _, alone = model(src[1:], mask[1:], tgt[1:, :3], alignment_head=True)  # no padding at all
+    assert torch.allclose(beta[1, :2], alone[0, :2])
+    _, _, packed = model(src, mask, tgt, packed=True, alignment_head=True)  # as training calls it
+    assert torch.equal(packed, beta)
+    plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8), 20, 20).double()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_")})
+    logp2, alpha2 = plain(src, mask, tgt)
+    assert torch.equal(logp, logp2) and torch.equal(alpha, alpha2)
+
+
 SEED = int(os.environ.get("RNNSEARCH_TEST_SEED", "3"))  # other seeds stand in for other CPUs
 
 
@@ -265,3 +290,6 @@ def test_the_head_needs_guidance_and_shift_0(tmp_path):
     with pytest.raises(ConfigError, match="must be 0 with model.alignment_head"):
         config_from_dict({**raw, "model": {**raw["model"], "alignment_head": True},
                           "train": {**raw["train"], "guided_alignment": "auto", "guided_alignment_shift": 1}})
+    with pytest.raises(ConfigError, match="model.alignment_head_future"):
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head_future": True},
+                          "train": {**raw["train"], "guided_alignment": "auto"}})

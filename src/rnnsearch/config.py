@@ -86,6 +86,9 @@ class ModelConfig:
     # a second alignment model beside the attention, scoring h_j from the first decoder state that
     # has read y_i; trained by train.guided_alignment only, it gives the links (nn/model.py)
     alignment_head: bool = False
+    # the head also reads the target words after y_i (a backward GRU over the target embeddings),
+    # so its query knows the whole sentence, as in forced alignment (nn/model.py)
+    alignment_head_future: bool = False
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
@@ -316,6 +319,8 @@ def _validate(cfg: Config, source: str) -> None:
         need(not cfg.data.reverse_source, "train.agreement", "does not combine with data.reverse_source")
     need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
          "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
+    need(m.alignment_head or not m.alignment_head_future, "model.alignment_head_future",
+         "extends the alignment head: needs model.alignment_head true")
     if t.guided_alignment:
         need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
              f"not {m.arch}")

@@ -33,6 +33,12 @@ computed after the teacher-forced loop from the states it already made (the stat
 </s> step has read the last word, so every word has its row). It feeds nothing into the
 translation; train.guided_alignment teaches it a word aligner's links (engine/guided.py) while the
 attention stays the paper's, unsupervised, and links are read from β when the model has it.
+
+s_{i+1} has read y_1 .. y_i but none of the words after y_i, which a word aligner sees (which of two
+"the"s is this one?). With ``model.alignment_head_future`` the head's query is [s_{i+1}; r_i], r_i
+the state of a backward GRU over the target embeddings that has read y_{T-1} .. y_i: the whole
+target sentence, as Garg et al. (2019) let their alignment layer see it. Links come from a forced
+pass over a finished translation, so the future is always there to read.
 """
 
 from __future__ import annotations
@@ -126,7 +132,10 @@ class RNNsearch(nn.Module):
         self.C_o = nn.Linear(ctx, 2 * maxout, bias=False)
         self.W_o = nn.Linear(maxout, tgt_vocab)
         # β_i from s_{i+1} (module docstring); None: the paper's model
-        self.align_head = Attention(cfg.score, n, ctx, cfg.align) if cfg.alignment_head else None
+        self.align_head = None
+        self.align_future = GRU(m, n, cfg.gru) if cfg.alignment_head_future else None  # r_i (docstring)
+        if cfg.alignment_head:
+            self.align_head = Attention(cfg.score, 2 * n if self.align_future else n, ctx, cfg.align)
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
@@ -268,6 +277,7 @@ class RNNsearch(nn.Module):
         else:
             context_term = self.C_o(enc.context).unsqueeze(1).expand(-1, states.size(1), -1)
             attention = None
+        words = y_emb  # (B, T, m), for the alignment head
         if packed:  # the output layer is most of the cost: skip the padded positions
             real = tgt_in != PAD
             states, y_emb, context_term = states[real], y_emb[real], context_term[real]
@@ -278,15 +288,22 @@ class RNNsearch(nn.Module):
         out = F.log_softmax(at_least_fp32(logits), -1) if log_probs else logits
         if not head:
             return out, attention
-        return out, attention, self._head_rows(enc, torch.stack(new_states, 1))
+        return out, attention, self._head_rows(enc, torch.stack(new_states, 1), words, tgt_in)
 
-    def _head_rows(self, enc: Encoded, new_states: torch.Tensor) -> torch.Tensor:
-        """β (B, T, S): row i from the state after step i+1, which has read y_i (module docstring);
-        the last row (</s>) zero."""
+    def _head_rows(self, enc: Encoded, new_states: torch.Tensor, y_emb: torch.Tensor,
+                   tgt_in: torch.Tensor) -> torch.Tensor:
+        """β (B, T, S): row i from the state after step i+1, which has read y_i (module docstring),
+        and with align_future from r_i as well; the last row (</s>) zero."""
         if self.align_head is None or enc.annotations is None:
             raise ValueError("this model has no alignment head (model.alignment_head)")
+        query = new_states[:, 1:]
+        if self.align_future is not None:  # r_i: y_{T-1} .. y_i read right to left (y_emb[:, 0] is <s>)
+            gru, words = self.align_future, y_emb[:, 1:]
+            start = words.new_zeros(words.size(0), gru.hidden)
+            future, _ = gru.run(gru.W(words), tgt_in[:, 1:] != PAD, start, reverse=True)
+            query = torch.cat([query, future], -1)
         keys = self.align_head.keys(enc.annotations)
-        rows = self.align_head.weights_all(new_states[:, 1:], keys, enc.src_mask)
+        rows = self.align_head.weights_all(query, keys, enc.src_mask)
         return torch.cat([rows, rows.new_zeros(rows.size(0), 1, rows.size(2))], 1)
 
     def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
