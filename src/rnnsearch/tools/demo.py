@@ -138,7 +138,7 @@ def _demo_config(model_dir: Path, corpus: dict, seed: int, steps: int, minutes: 
 def _log_plan(cfg, n_train: int) -> None:
     """Log what the demo trains on and when training stops, so a long run says why it is long."""
     t = cfg.train
-    limits = [f"{name} {value:g}" for name, value in (("steps", t.max_steps), ("epochs", t.max_epochs),
+    limits = [f"{value:g} {name}" for name, value in (("steps", t.max_steps), ("epochs", t.max_epochs),
                                                        ("minutes", t.max_minutes)) if value]
     log.info("demo: %d training sentences; training until the validation loss is at most %g (at most %s)",
              n_train, t.stop_valid_loss, ", ".join(limits))
