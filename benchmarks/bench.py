@@ -384,6 +384,13 @@ def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
 ANCHOR_NAMES = ["opennmt", "joeynmt"]
 
 
+def anchor_systems(chosen: list[str]) -> tuple[list[str], list[str]]:
+    """The anchors trained (those of --anchors) and every anchor system decoded (they and their
+    variants, e.g. opennmt-int8 with opennmt): what rnnsearch's systems are compared with."""
+    trained = [name for name in ANCHOR_NAMES if name in chosen]
+    return trained, trained + [name for name, v in ANCHOR_VARIANTS.items() if v["model_of"] in trained]
+
+
 class SideBySide:
     """The side-by-side run (see the module docstring): rnnsearch's variants and the anchors
     trained in two rounds, decoded in alternating rounds, every figure with its ratios."""
@@ -397,10 +404,10 @@ class SideBySide:
             source = VARIANTS[name]["model_of"]
             if source not in self.trained:
                 raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
-        self.anchors = ANCHOR_NAMES + list(ANCHOR_VARIANTS)  # what rnnsearch's systems are compared with
+        self.anchor_names, self.anchors = anchor_systems(args.anchors)
         self.decoders = self.ours + self.anchors
         venvs = Path(args.venvs).expanduser().resolve()
-        self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in ANCHOR_NAMES}
+        self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in self.anchor_names}
         self.data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), self.work, args.test_sentences)
         self.n_test = len(self.data["test_refs"])
         self.training: dict = {}  # system -> round -> its training figures
@@ -442,7 +449,7 @@ class SideBySide:
 
     def train_rounds(self) -> None:
         """Round A (--short-steps) in one order, round B (--steps, the models decoded) in the other."""
-        systems = self.trained + ANCHOR_NAMES
+        systems = self.trained + self.anchor_names
         rounds = [("A", systems, self.args.short_steps), ("B", systems[::-1], self.args.steps)]
         self.training = {name: {} for name in systems}
         for label, order, steps in rounds:
@@ -486,7 +493,7 @@ class SideBySide:
         ours = flops_per_target_token(config_from_dict(BENCH_CONFIG).model, data["tgt_vocab"],
                                       data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
         flops = {name: ours for name in self.trained}
-        for name in ANCHOR_NAMES:
+        for name in self.anchor_names:
             flops[name] = anchors.anchor_flops_per_target_token(
                 SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
                 data["src_per_tgt"], data["mean_src_len"])
@@ -639,6 +646,9 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--decode-rounds", type=int, default=2)
     ap.add_argument("--test-sentences", type=int, default=0,
                     help="side by side: first N test sentences (0: all)")
+    ap.add_argument("--anchors", nargs="+", choices=ANCHOR_NAMES, default=ANCHOR_NAMES,
+                    help="side by side: the other toolkits trained and decoded (each with its variants: "
+                         "opennmt brings opennmt-int8)")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
                     help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
                          "the fp32 model decoded with --quantize int8)")

@@ -125,6 +125,10 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
     # and OpenNMT-py decodes its own fp32 model with its -int8, so that int8 meets int8
     assert bench.ANCHOR_VARIANTS["opennmt-int8"] == {"model_of": "opennmt", "flags": ("-int8",),
                                                      "quantize": "int8"}
+    # --anchors: an anchor left out takes its variants with it
+    assert bench.anchor_systems(["opennmt"]) == (["opennmt"], ["opennmt", "opennmt-int8"])
+    assert bench.anchor_systems(["joeynmt"]) == (["joeynmt"], ["joeynmt"])
+    assert bench.anchor_systems(bench.ANCHOR_NAMES)[1] == ["opennmt", "joeynmt", "opennmt-int8"]
 
 
 def test_opennmt_config_takes_a_dropout(tmp_path):
