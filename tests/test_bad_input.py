@@ -132,7 +132,7 @@ def test_all_pairs_dropped_leaves_no_model_directory(tmp_path, capsys):
     tgt.write_text("\nx y\n")
     model_dir = tmp_path / "m"
     _fails(capsys, ["train", str(_config(tmp_path, src, tgt, model_dir))],
-           "train: no pairs left after dropping 2 blank")
+           f"train ({src}, {tgt}): no pairs left after dropping 2 blank")
     assert not model_dir.exists()
 
 

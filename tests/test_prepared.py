@@ -120,9 +120,10 @@ def test_log_line_and_no_pairs_left_are_encodes(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="rnnsearch"):
         prepare(files, tok, tmp_path / "cache", max_len=2, name="valid")
     assert "valid: 1 pairs kept, 1 blank and 1 over 2 tokens dropped" in caplog.text
-    with pytest.raises(DataError) as expected:
-        ParallelData.encode(["a b c", ""], ["x y z", "w"], tok, tok, 2, name="valid")
     files = write_pair(tmp_path, ["a b c", ""], ["x y z", "w"])
+    with pytest.raises(DataError) as expected:
+        ParallelData.encode(["a b c", ""], ["x y z", "w"], tok, tok, 2, name="valid", files=files.describe())
+    assert str(files.src) in str(expected.value)  # the files the pairs came from
     with pytest.raises(DataError) as got:
         prepare(files, tok, tmp_path / "empty", max_len=2, name="valid")
     assert str(got.value) == str(expected.value)

@@ -99,4 +99,4 @@ def in_memory_pairs(cfg: Config, files: ParallelFiles, src_tok, tgt_tok) -> Para
     d = cfg.data
     srcs, tgts = read_parallel(files.src, files.tgt, files.tsv)
     return ParallelData.encode(srcs, tgts, src_tok, tgt_tok, d.max_len, d.reverse_source, d.lowercase,
-                               name="train")
+                               name="train", files=files.describe())

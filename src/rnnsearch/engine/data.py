@@ -96,7 +96,9 @@ class ParallelData:
 
     @classmethod
     def encode(cls, srcs: list[str], tgts: list[str], src_tok, tgt_tok, max_len: int,
-               reverse_source: bool = False, lowercase: bool = False, name: str = "data") -> ParallelData:
+               reverse_source: bool = False, lowercase: bool = False, name: str = "data",
+               files: str = "") -> ParallelData:
+        """`name` labels the log line; `files` (the paths read, for the error) follows it in a message."""
         examples, blank, long = [], 0, 0
         for i, (s, t) in enumerate(zip(srcs, tgts)):
             s, t = normalize(s, lowercase), normalize(t, lowercase)
@@ -113,7 +115,8 @@ class ParallelData:
         log.info("%s: %d pairs kept, %d blank and %d over %d tokens dropped",
                  name, len(examples), blank, long, max_len)
         if not examples:
-            raise DataError(f"{name}: no pairs left after dropping {blank} blank and {long} too long "
+            where = f"{name} ({files})" if files else name
+            raise DataError(f"{where}: no pairs left after dropping {blank} blank and {long} too long "
                             f"(max_len={max_len})")
         return cls(examples, blank, long)
 

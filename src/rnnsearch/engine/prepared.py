@@ -83,6 +83,10 @@ class ParallelFiles:
         assert self.src is not None and self.tgt is not None
         return [("src", self.src), ("tgt", self.tgt)]
 
+    def describe(self) -> str:
+        """The files, for a message: "a.de, a.en" or "a.tsv"."""
+        return ", ".join(str(path) for _, path in self.roles())
+
 
 # --------------------------------------------------------------------------- reading, streaming
 
@@ -472,7 +476,8 @@ def _build(job: _Job, meta: dict[str, Any], cache_dir: Path, workers: int, chunk
         meta = {**meta, **_write_split(tmp, job, workers, chunk_pairs)}
         _log_counts(meta)
         if not meta["kept"]:
-            raise DataError(f"{meta['name']}: no pairs left after dropping {meta['dropped_blank']} blank and "
+            raise DataError(f"{meta['name']} ({job.files.describe()}): no pairs left after dropping "
+                            f"{meta['dropped_blank']} blank and "
                             f"{meta['dropped_long']} too long (max_len={job.max_len})")
         _write_meta(tmp / "meta.json", meta)
         _fsync_dir(tmp)
