@@ -119,3 +119,14 @@ def test_the_cli_fuzz_reaches_both_outcomes(tmp_path_factory):
         outcomes.append(run_cli(["train", str(config), "--model-dir", str(tmp / "run")]))
     assert outcomes[0][0] == 0
     assert outcomes[1][0] == 2 and f"{tmp / 's'}:2" in outcomes[1][1] and "UTF-8" in outcomes[1][1]
+
+
+def test_a_corpus_with_no_text_on_one_side_names_that_file(tmp_path):
+    """Found by the fuzz: a target side of nothing but blank lines and NUL ended in sentencepiece's
+    'no text' without naming the file."""
+    (tmp_path / "s").write_bytes(b"a b\n")
+    (tmp_path / "t").write_bytes(b"\x00\n")
+    code, err = run_cli(["train", str(write_config(tmp_path, tmp_path / "s", tmp_path / "t", "bpe")),
+                         "--model-dir", str(tmp_path / "run")])
+    assert code == 2 and f"{tmp_path / 't'}: no target text to build a vocabulary from" in err
+    assert not (tmp_path / "run").exists()

@@ -45,6 +45,11 @@ def _build_tokenizers(cfg: Config, files: ParallelFiles) -> tuple:
     streaming so that a corpus of millions of pairs is never held in memory."""
     n = cfg.vocab.sample_pairs or sys.maxsize
     src_norm, tgt_norm = sample_pairs(files, n, cfg.train.seed, cfg.data.lowercase)
+    sides = (("source", src_norm, files.src or files.tsv), ("target", tgt_norm, files.tgt or files.tsv))
+    for side, texts, path in sides:
+        if not any(t.strip() for t in texts):
+            raise DataError(f"{path}: no {side} text to build a vocabulary from (every line is blank once "
+                            f"control characters are cleaned)")
     log.info("building %s vocabularies (size %d) from %d pairs", cfg.vocab.kind, cfg.vocab.size,
              len(src_norm))
     return build_tokenizers(cfg.vocab, src_norm, tgt_norm, cfg.train.seed)
