@@ -251,6 +251,13 @@ def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
     assert torch.allclose(beta[1, :2], alone[0, :2])
     _, _, packed = model(src, mask, tgt, packed=True, alignment_head=True)  # as training calls it
     assert torch.equal(packed, beta)
+    # the backward GRU reads the embeddings detached: row 0's loss reaches the words after token 0
+    # only through it, so their embeddings get no gradient from it
+    model.zero_grad()
+    beta[0, 0].log().sum().backward()
+    grad = model.tgt_emb.weight.grad
+    assert grad[[6, 7, 8]].abs().sum() == 0 and grad[5].abs().sum() > 0
+    assert model.align_future.W.weight.grad.abs().sum() > 0
     plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8), 20, 20).double()
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_")})
     logp2, alpha2 = plain(src, mask, tgt)

@@ -37,8 +37,9 @@ attention stays the paper's, unsupervised, and links are read from β when the m
 s_{i+1} has read y_1 .. y_i but none of the words after y_i, which a word aligner sees (which of two
 "the"s is this one?). With ``model.alignment_head_future`` the head's query is [s_{i+1}; r_i], r_i
 the state of a backward GRU over the target embeddings that has read y_{T-1} .. y_i: the whole
-target sentence, as Garg et al. (2019) let their alignment layer see it. Links come from a forced
-pass over a finished translation, so the future is always there to read.
+target sentence, as Garg et al. (2019) let their alignment layer see it. It reads the embeddings
+detached: the head's loss trains the backward GRU, not the words the translation uses. Links come
+from a forced pass over a finished translation, so the future is always there to read.
 """
 
 from __future__ import annotations
@@ -298,7 +299,8 @@ class RNNsearch(nn.Module):
             raise ValueError("this model has no alignment head (model.alignment_head)")
         query = new_states[:, 1:]
         if self.align_future is not None:  # r_i: y_{T-1} .. y_i read right to left (y_emb[:, 0] is <s>)
-            gru, words = self.align_future, y_emb[:, 1:]
+            # detached: the head reads the target embeddings but leaves them to the translation loss
+            gru, words = self.align_future, y_emb[:, 1:].detach()
             start = words.new_zeros(words.size(0), gru.hidden)
             future, _ = gru.run(gru.W(words), tgt_in[:, 1:] != PAD, start, reverse=True)
             query = torch.cat([query, future], -1)
