@@ -223,3 +223,89 @@ def test_every_config_key_the_docs_name_exists(doc):
 def test_the_key_check_catches_a_made_up_key():
     text = "set `train.max_steps` and `model.alignment_head`, not `train.max_stepz` or --set decode.beems=3"
     assert unknown_config_keys(text) == ["train.max_stepz", "--set decode.beems"]
+
+
+def samples_module():
+    return runpy.run_path(str(ROOT / "docs" / "make_samples.py"))
+
+
+def test_the_readme_samples_have_the_form_the_commands_print(tmp_path):
+    """README's "What the commands print" is real output of docs/make_samples.py; the same commands,
+    run now with a 40-step demo, must still print every shown line in the same form (numbers,
+    translations and the demo's verdict aside)."""
+    pytest.importorskip("uvicorn", reason="the serve sample needs the [serve] extra")
+    ms = samples_module()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown, fresh = ms["shown"](readme), ms["run_samples"](tmp_path, demo_steps=40)
+    form = ms["form"]
+    assert [form(c) for c, _ in shown] == [form(c) for c, _ in fresh], "rerun python docs/make_samples.py"
+    for (command, lines), (_, now) in zip(shown, fresh):
+        printed = {form(x) for x in now}
+        stale = [x for x in lines if form(x) not in printed]
+        assert not stale, f"`{command}` no longer prints {stale}: rerun python docs/make_samples.py"
+
+
+def test_the_sample_check_tells_a_changed_line_from_a_changed_number():
+    form = samples_module()["form"]
+    assert form("test BLEU 99.9 (…), exact 97.0%") == form("test BLEU 0.0 (…), exact 5.5%")
+    assert form("  → 我 昨天 吃 了 。") == form("  → 了 了")
+    assert form("a b ||| 0-0 1-1") == form("c ||| 3-0 3-1 3-2")  # links kept as links, any number
+    assert form("test BLEU 99.9") != form("test bleu 99.9")
+    assert form('"aer": 0.153,') != form('"aer_soft": 0.153,')
+
+
+def results_rows(readme: str) -> list[tuple[str, str, list[str]]]:
+    """(what, figure, the JSON records it links) for each row of README's Results table."""
+    section = readme.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("what", "---"):
+            rows.append((cells[0], cells[1], re.findall(r"\]\(([^)#]+\.json)\)", cells[2])))
+    return rows
+
+
+def numbers_in(record) -> set[float]:
+    if isinstance(record, dict):
+        return set().union(*(numbers_in(v) for v in record.values())) if record else set()
+    if isinstance(record, list):
+        return set().union(*(numbers_in(v) for v in record)) if record else set()
+    if isinstance(record, bool):
+        return set()
+    if isinstance(record, (int, float)):
+        return {float(record)}
+    if isinstance(record, str):
+        return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", record)}
+    return set()
+
+
+def missing_figures(figure: str, records: list[dict]) -> list[str]:
+    """The numbers of `figure` with a decimal point (41.55, 1.68–1.80×, 268.1k, 98.2%) that no value
+    of the records gives at the figure's precision (a share may be kept as 0.982, a count as 268100)."""
+    values = set().union(*(numbers_in(r) for r in records)) if records else set()
+    missing = []
+    for m in re.finditer(r"(\d+\.(\d+))(k|%)?", figure.replace(",", "")):
+        x, places, unit = float(m.group(1)), len(m.group(2)), m.group(3)
+        scale = {"k": [1e-3], "%": [1, 100]}.get(unit or "", [1])
+        if not any(round(v * s, places) == x for v in values for s in scale):
+            missing.append(m.group(0))
+    return missing
+
+
+def test_every_readme_result_is_in_a_committed_record():
+    """Each row of README's Results links the JSON it came from, and every figure of the row with a
+    decimal point is in that JSON."""
+    import json
+
+    rows = results_rows((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(rows) >= 10
+    for what, figure, links in rows:
+        assert links, f"README Results row {what!r} links no JSON record"
+        records = [json.loads((ROOT / link).read_text(encoding="utf-8")) for link in links]
+        assert missing_figures(figure, records) == [], what
+
+
+def test_the_record_check_catches_a_figure_that_is_not_there():
+    record = {"bleu": 41.547, "share": 0.982, "tok_per_s": 268123.0, "ratio": [1.6812, 1.80]}
+    assert missing_figures("**41.55** BLEU, 98.2%, 268.1k, 1.68–1.80×", [record]) == []
+    assert missing_figures("**41.65** BLEU, 98.3%", [record]) == ["41.65", "98.3%"]
