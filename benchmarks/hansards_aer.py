@@ -40,7 +40,7 @@ import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import ROOT, print_result
+from benchmarks.common import ROOT, cpu_features, cpu_name, print_result
 from rnnsearch.engine.agreement import KINDS
 from rnnsearch.engine.alignment import aer, read_naacl, symmetrize
 
@@ -346,7 +346,9 @@ def main() -> None:
     jobs = [(model, "fr", "en")] + ([(reverse, "en", "fr")] if args.both_directions else [])
     with ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(lambda job: train_model(job[0], paths, job[1], job[2], args, env), jobs))
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+              "cpu_features": cpu_features(),
+              "command": " ".join(["python -m benchmarks.hansards_aer", *sys.argv[1:]]),
               "train_pairs": len(Path(paths["train.fr"]).read_text(encoding="utf-8").splitlines()),
               "train_seconds_this_call": round(time.time() - start, 1),
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
