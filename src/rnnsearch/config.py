@@ -15,7 +15,7 @@ import difflib
 import json
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -294,6 +294,28 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
     return cls(**kwargs)
 
 
+def _validate_alignment(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
+    """The alignment head and guided alignment (engine/guided.py): what each needs."""
+    m, t = cfg.model, cfg.train
+    need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
+         "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
+    need(m.alignment_head or not m.alignment_head_future, "model.alignment_head_future",
+         "extends the alignment head: needs model.alignment_head true")
+    if not t.guided_alignment:
+        return
+    need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
+         f"not {m.arch}")
+    need(not t.agreement, "train.guided_alignment", "does not combine with train.agreement")
+    need(cfg.data.prepared, "train.guided_alignment", "reads the links of prepared pairs: needs "
+         "data.prepared")
+    need(t.guided_alignment_weight > 0, "train.guided_alignment_weight", "must be positive")
+    need(t.guided_alignment_shift in (0, 1), "train.guided_alignment_shift", "must be 0 or 1")
+    need(not (m.alignment_head and t.guided_alignment_shift), "train.guided_alignment_shift",
+         "must be 0 with model.alignment_head (its row for y_i already reads y_i)")
+    need(t.guided_alignment_half_life >= 0, "train.guided_alignment_half_life",
+         "must be >= 0 (0: constant)")
+
+
 def _validate(cfg: Config, source: str) -> None:
     def need(ok: bool, key: str, why: str) -> None:
         if not ok:
@@ -317,22 +339,7 @@ def _validate(cfg: Config, source: str) -> None:
     if t.agreement:  # the two directions' attention: RNNsearch only, each source read in order
         need(m.arch == "rnnsearch", "train.agreement", f"needs attention: model.arch rnnsearch, not {m.arch}")
         need(not cfg.data.reverse_source, "train.agreement", "does not combine with data.reverse_source")
-    need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
-         "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
-    need(m.alignment_head or not m.alignment_head_future, "model.alignment_head_future",
-         "extends the alignment head: needs model.alignment_head true")
-    if t.guided_alignment:
-        need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
-             f"not {m.arch}")
-        need(not t.agreement, "train.guided_alignment", "does not combine with train.agreement")
-        need(cfg.data.prepared, "train.guided_alignment", "reads the links of prepared pairs: needs "
-             "data.prepared")
-        need(t.guided_alignment_weight > 0, "train.guided_alignment_weight", "must be positive")
-        need(t.guided_alignment_shift in (0, 1), "train.guided_alignment_shift", "must be 0 or 1")
-        need(not (m.alignment_head and t.guided_alignment_shift), "train.guided_alignment_shift",
-             "must be 0 with model.alignment_head (its row for y_i already reads y_i)")
-        need(t.guided_alignment_half_life >= 0, "train.guided_alignment_half_life",
-             "must be >= 0 (0: constant)")
+    _validate_alignment(cfg, need)
     need(0.0 < t.lr_decay <= 1.0, "train.lr_decay", "must be in (0, 1]")
     need(t.sort_k >= 1, "train.sort_k", "must be >= 1")
     need(t.dropout_start >= 0, "train.dropout_start", "must be >= 0 (0: dropout from the first step)")
