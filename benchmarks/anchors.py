@@ -170,7 +170,8 @@ def opennmt_train(python: Path, work: Path, data: Path, steps: int, sizes: dict)
 
 def opennmt_translate(python: Path, model: str, src: Path, out: Path, beam: int, batch: int,
                       flags: tuple[str, ...] = ()) -> dict:
-    """onmt_translate's time; `flags` e.g. ("-int8",): its dynamic 8-bit quantisation (CPU)."""
+    """onmt_translate's time; `flags` e.g. ("-precision", "int8"): its dynamic 8-bit quantisation
+    (CPU; 3.5.1 refuses the old -int8 as deprecated)."""
     done = run([str(python.parent / "onmt_translate"), "-model", model, "-src", str(src), "-output", str(out),
                 "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-report_time",
                 *flags], out.with_suffix(".log"), env=OLD_TORCH_LOAD)

@@ -334,7 +334,8 @@ VARIANTS = {"rnnsearch": {"train": "fp32", "decode": "fp32", "quantize": "none"}
             "rnnsearch-auto": {"train": "auto", "decode": "auto", "quantize": "none"},
             "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"}}
 # the anchors' own fastest CPU setting, decoding their fp32 model: like is compared with like
-ANCHOR_VARIANTS = {"opennmt-int8": {"model_of": "opennmt", "flags": ("-int8",), "quantize": "int8"}}
+ANCHOR_VARIANTS = {"opennmt-int8": {"model_of": "opennmt", "flags": ("-precision", "int8"),
+                                    "quantize": "int8"}}
 
 
 def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32") -> dict:

@@ -123,7 +123,7 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
     assert "model_of" not in bench.VARIANTS["rnnsearch"]
     assert {v["quantize"] for v in bench.VARIANTS.values()} == {"none", "int8"}
     # and OpenNMT-py decodes its own fp32 model with its -int8, so that int8 meets int8
-    assert bench.ANCHOR_VARIANTS["opennmt-int8"] == {"model_of": "opennmt", "flags": ("-int8",),
+    assert bench.ANCHOR_VARIANTS["opennmt-int8"] == {"model_of": "opennmt", "flags": ("-precision", "int8"),
                                                      "quantize": "int8"}
     # --anchors: an anchor left out takes its variants with it
     assert bench.anchor_systems(["opennmt"]) == (["opennmt"], ["opennmt", "opennmt-int8"])
