@@ -101,7 +101,7 @@ def _serve(cwd: Path, env: dict, port: int) -> tuple[list[str], list[str]]:
 
 def run_samples(work: Path, demo_steps: int = 0, port: int = 0) -> list[tuple[str, list[str]]]:
     """[(the command as a user types it, the lines shown)] for each command, run in `work`."""
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    env = dict(os.environ)  # threads as a user's run picks them (train.threads 0: the free cores)
     steps = ["--steps", str(demo_steps)] if demo_steps else []
     out, err = _run(["demo", "--no-progress", *steps], work, env)
     demo = ("rnnsearch demo", _pick(err, r"^rnnsearch: demo: ") + [x for x in out if x.strip()][:2]

@@ -441,9 +441,9 @@ def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
     if valid is None:
         return None
     d = cfg.data
-    files = ", ".join(str(f) for f in (d.valid_tsv,) if f) or f"{d.valid_src}, {d.valid_tgt}"
+    files = corpus_files(cfg, "valid")  # not None: load_pairs read them
     data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
-                               name="valid", files=files)
+                               name="valid", files=files.describe() if files else "")
     keep = [e.index for e in data.examples]
     return Validation(data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
 
