@@ -194,10 +194,28 @@ def _future_key(d):
     (d / "config.json").write_text(json.dumps(cfg))
 
 
+def test_config_nested_deeper_than_the_parser_goes(tmp_path, capsys):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("model: " + "[" * 50_000 + "]" * 50_000 + "\n")  # a RecursionError in PyYAML
+    _fails(capsys, ["train", str(deep)], str(deep), "invalid YAML (nested too deeply)")
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text('{"model": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    _fails(capsys, ["train", str(deep_json)], str(deep_json), "nested too deeply")
+    src, tgt = _corpus(tmp_path)  # a --set value that deep is taken as the string it is
+    _fails(capsys, ["train", str(_config(tmp_path, src, tgt, tmp_path / "m")), "--set",
+                    "model.hidden=" + "[" * 50_000], "model.hidden")
+    assert not (tmp_path / "m").exists()
+
+
+def _deep_config(model_dir: Path) -> None:
+    (model_dir / "config.json").write_text('{"model": ' + "[" * 50_000 + "]" * 50_000 + "}")
+
+
 @pytest.mark.parametrize("damage, needles", [
     (lambda d: (d / "model.safetensors").unlink(), ["model.safetensors: no such weights file"]),
     (_future_key, ["config.json: unknown key 'model.flux_capacitor'"]),
-], ids=["no-weights", "future-key"])
+    (_deep_config, ["config.json: not valid JSON (nested too deeply"]),
+], ids=["no-weights", "future-key", "deep-config"])
 def test_a_damaged_model_directory_is_named_in_one_line(models, tmp_path, capsys, damage, needles):
     model_dir = tmp_path / "damaged"
     shutil.copytree(models["word"], model_dir)

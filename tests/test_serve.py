@@ -240,3 +240,25 @@ def test_live_page_in_a_browser(live):
         page.click("#go")
         page.wait_for_function("document.getElementById('status').textContent.includes('limit')")
         browser.close()
+
+
+@pytest.mark.parametrize("route", ["/translate", "/detect", "/v2/translate", "/v2/languages", "/v2/usage"])
+def test_deeply_nested_json_is_a_client_error(live, route):
+    # 100,000 levels fit the body limit and overflow Python's JSON parser (RecursionError)
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"):
+        status, _, body = live.request(route, raw=raw)
+        assert 400 <= status < 500 and ("error" in body or "message" in body), (status, body)
+    assert live.request("/translate", {"text": "w1 w2"})[0] == 200
+
+
+def test_a_stalled_client_does_not_hold_up_the_others(live):
+    with socket.create_connection(("127.0.0.1", live.port), timeout=30) as sock:
+        # headers and half the body, then nothing: the others must still be served meanwhile
+        sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 40\r\n\r\n" + b'{"text": "w1')
+        for _ in range(3):
+            status, _, body = live.request("/translate", {"text": "w3 w4"})
+            assert status == 200 and body["translations"][0]["text"]
+        sock.sendall(b' w2"}' + b" " * 23)  # the rest arrives late: still answered
+        answer = sock.recv(65536).decode()
+    assert answer.startswith("HTTP/1.1 200"), answer[:200]

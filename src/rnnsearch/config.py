@@ -39,7 +39,10 @@ _Loader.add_implicit_resolver(
 
 
 def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except RecursionError:  # nesting deeper than Python's stack (a 100 kB file of brackets will do)
+        raise yaml.YAMLError("nested too deeply") from None
 
 
 @dataclass

@@ -75,6 +75,8 @@ def read_config(model_dir: Path) -> Config:
         return config_from_dict(raw, source=str(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise CheckpointError(f"{path}: not valid JSON (nested too deeply)") from None
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
 

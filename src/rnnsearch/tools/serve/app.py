@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -30,6 +29,7 @@ from rnnsearch.tools.serve.native import (
     error,
     exception_handlers,
     font_text,
+    loads,
     model_info,
     native_translate,
     page_routes,
@@ -89,7 +89,7 @@ def _translate_route(ctx: Context):
         if kind != "application/json":
             return await libre_translate(request, ctx, raw)
         try:
-            body = json.loads(raw)
+            body = loads(raw)
         except (ValueError, UnicodeDecodeError):
             body = None  # the native API names what is wrong with it
         if isinstance(body, dict) and "q" in body:  # parsed once: LibreTranslate reads these fields

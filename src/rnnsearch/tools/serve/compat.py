@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 from rnnsearch.tools.serve.batching import Limits, Query
 from rnnsearch.tools.serve.guard import Guard
 from rnnsearch.tools.serve.models import LanguageError, ModelSet, Served
-from rnnsearch.tools.serve.native import RequestError, read_body, translation_json
+from rnnsearch.tools.serve.native import RequestError, loads, read_body, translation_json
 
 
 @dataclass
@@ -74,7 +74,7 @@ async def read_fields(request, limits: Limits, raw: bytes | None = None) -> Fiel
             raise FieldError(e.status, e.message) from None
     if kind == "application/json":
         try:
-            body = json.loads(raw.decode("utf-8")) if raw.strip() else None
+            body = loads(raw.decode("utf-8")) if raw.strip() else None
         except (UnicodeDecodeError, json.JSONDecodeError):
             body = None
         if not isinstance(body, dict):

@@ -56,13 +56,22 @@ def _sentence(value, name: str, limits: Limits) -> str:
     return value
 
 
+def loads(text: str | bytes) -> Any:
+    """json.loads, with a body nested too deep for Python's parser (a RecursionError: a 200 kB
+    body of brackets will do) a JSONDecodeError like any other malformed body, not a 500."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
     """Validate a /translate body; raises RequestError naming the field at fault. `beams`: the
     default beam of each loaded model by name, the first the default model."""
     if len(raw) > limits.max_body:
         raise RequestError(413, f"request body over {limits.max_body:,} bytes")
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RequestError(400, "request body is not UTF-8") from None
     except json.JSONDecodeError as e:
