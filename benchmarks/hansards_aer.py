@@ -3,6 +3,7 @@ next to a statistical aligner (eflomal) on the same sentences.
 
     python -m benchmarks.hansards_aer --data DIR --work runs/hansards [--minutes 45 | --steps N]
         [--both-directions | --agreement 1.0] [--threads 1] [--set train.device=cuda ...]
+        [--weights attention saliency snapshot-mean averaged]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
@@ -16,7 +17,9 @@ next to a statistical aligner (eflomal) on the same sentences.
    shifted α_{i+1} for target word i, and with two directions their intersection, union,
    grow-diag-final-and, or their attention combined before links are made ("soft") — pick the
    setting on trial, and report AER/precision/recall of every setting on the 447 test sentences,
-   the trial-chosen one marked.
+   the trial-chosen one marked. `--weights` adds other weights to make the links from, each
+   scored the same way: gradient × input saliency, the attention averaged over the run's kept
+   snapshots (train.keep_last), and the attention of those snapshots' averaged weights.
 4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
    text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
    alignments are scored the same way.
@@ -181,33 +184,60 @@ def tag_placement(sources: list[str], sure: list[set], references: list[str], li
     return tag_accuracy(tagged_sources(sources, sure, seed), sure, references, links)
 
 
-def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
-                  device: str = "cpu") -> dict:
-    """AER of attention alignments on trial and test, for every method, threshold, row shift and
-    (with a reverse model) symmetrisation; the setting with the lowest trial AER is the one
-    reported for test. Each model's attention on a split is computed once (teacher forcing), the
-    settings are applied to it."""
-    from rnnsearch.engine.alignment import attention_links, flip, soft_links, word_attention
-    from rnnsearch.engine.translate import load
+WEIGHTS = ("attention", "saliency", "snapshot-mean", "averaged")
 
-    gold = data / "hansards_naacl2003_align_gold"
+
+def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[str], fr_path: str,
+                 en_path: str) -> dict[str, dict[str, list]]:
+    """{kind: {"fwd": rows, "rev": rows}}: each model's word-level weights on a split's pairs, for
+    each kind: "attention" (the head where the model has one), "saliency" (gradient × input),
+    "snapshot-mean" (the attention averaged over the model's kept snapshots, train.keep_last),
+    "averaged" (the attention of the snapshots' averaged weights)."""
+    from rnnsearch.engine.alignment import word_attention
+    from rnnsearch.engine.checkpoint import average_weights, load_weights, snapshots
+
+    sides = {"fwd": (fr, en, fr_path), "rev": (en, fr, en_path)}
+    out: dict[str, dict[str, list]] = {kind: {} for kind in kinds}
+    for side, translator in models.items():
+        src, tgt, where = sides[side]
+        for kind in kinds:
+            if kind in ("attention", "saliency"):
+                out[kind][side] = word_attention(translator, src, tgt, where, saliency=kind == "saliency")
+                continue
+            snaps = snapshots(translator.model_dir)
+            if not snaps:
+                raise SystemExit(f"{translator.model_dir}: no snapshots for {kind} (train.keep_last)")
+            kept = {k: v.clone() for k, v in translator.model.state_dict().items()}
+            if kind == "averaged":
+                translator.model.load_state_dict(average_weights(snaps))
+                out[kind][side] = word_attention(translator, src, tgt, where)
+            else:
+                runs = []
+                for snap in snaps:
+                    load_weights(snap, translator.model)
+                    runs.append(word_attention(translator, src, tgt, where))
+                out[kind][side] = [[[sum(r[p][i][j] for r in runs) / len(runs) for j in range(len(row))]
+                                    for i, row in enumerate(runs[0][p])] for p in range(len(src))]
+            translator.model.load_state_dict(kept)
+    return out
+
+
+def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: list, split: str) -> dict:
+    """{label: (AER scores, links)} for every kind of weights, method, threshold, row shift and
+    (with a reverse model) symmetrisation. Labels: split/[kind:]method[@thr]/shiftN[/sym], the
+    kind left out for the attention."""
+    from rnnsearch.engine.alignment import attention_links, flip, soft_links
+
     methods = [("argmax", 0.0), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
-    # None: the forward model alone; "reverse": the en->fr model alone, its links flipped
-    # "soft": both directions' attention combined before links are made (alignment.soft_links)
-    symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and", "soft"]
-                           if reverse else [])
-    models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
-    out: dict = {}
-    kept: dict[str, list] = {}  # the test links of every setting, for the tag placement
-    for split in ("trial", "test"):
-        fr = Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines()
-        en = Path(paths[f"{split}.en"]).read_text(encoding="utf-8").splitlines()
-        sure, possible = read_naacl(gold / f"{split}.wa.nonullalign", len(fr))
-        att = {"fwd": word_attention(models["fwd"], fr, en, paths[f"{split}.fr"])}
-        if reverse:
-            att["rev"] = word_attention(models["rev"], en, fr, paths[f"{split}.en"])
+    out = {}
+    for kind, att in weights.items():
+        # None: the forward model alone; "reverse": the en->fr model alone, its links flipped
+        # "soft": both directions' weights combined before links are made (alignment.soft_links)
+        symmetrise = [None] + (["reverse", "intersection", "union", "grow-diag-final-and", "soft"]
+                               if "rev" in att else [])
         for (method, thr), shift in itertools.product(methods, (0, 1)):
-            label = f"{split}/{method}" + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}"
+            label = (f"{split}/" + ("" if kind == "attention" else f"{kind}:") + method
+                     + (f"@{thr}" if method == "threshold" else "") + f"/shift{shift}")
             fwd = [attention_links(w, method, thr, shift) for w in att["fwd"]]
             back = [flip(attention_links(w, method, thr, shift)) for w in att.get("rev", [])]
             for sym in symmetrise:
@@ -217,9 +247,33 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
                     links = [soft_links(f, b, method, thr, shift) for f, b in zip(att["fwd"], att["rev"])]
                 else:
                     links = [symmetrize(f, b, sym) for f, b in zip(fwd, back)]
-                out[label + (f"/{sym}" if sym else "")] = {**aer(links, sure, possible), "sentences": len(fr)}
-                if split == "test":
-                    kept[label + (f"/{sym}" if sym else "")] = links
+                out[label + (f"/{sym}" if sym else "")] = ({**aer(links, sure, possible),
+                                                            "sentences": len(links)}, links)
+    return out
+
+
+def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
+                  device: str = "cpu", kinds: tuple[str, ...] = ("attention",)) -> dict:
+    """AER of attention alignments on trial and test, for every kind of weights (WEIGHTS),
+    method, threshold, row shift and (with a reverse model) symmetrisation; the setting with the
+    lowest trial AER is the one reported for test. Each model's weights on a split are computed
+    once (teacher forcing), the settings are applied to them."""
+    from rnnsearch.engine.alignment import attention_links, word_attention
+    from rnnsearch.engine.translate import load
+
+    gold = data / "hansards_naacl2003_align_gold"
+    models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
+    out: dict = {}
+    kept: dict[str, list] = {}  # the test links of every setting, for the tag placement
+    for split in ("trial", "test"):
+        fr = Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines()
+        en = Path(paths[f"{split}.en"]).read_text(encoding="utf-8").splitlines()
+        sure, possible = read_naacl(gold / f"{split}.wa.nonullalign", len(fr))
+        weights = pair_weights(models, kinds, fr, en, paths[f"{split}.fr"], paths[f"{split}.en"])
+        for label, (scores, links) in score_settings(weights, sure, possible, split).items():
+            out[label] = scores
+            if split == "test":
+                kept[label] = links
     if models["fwd"].model.align_head is not None:  # links came from the head: the attention beside
         # (fr, en, sure, possible: the test split's, the loop's last)
         rows = word_attention(models["fwd"], fr, en, paths["test.fr"], head=False)
@@ -321,6 +375,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="config override for the models, e.g. train.device=cuda (new runs and resumes)")
     ap.add_argument("--device", default="cpu", help="where the attention for the AER is computed")
+    ap.add_argument("--weights", nargs="+", choices=WEIGHTS, default=["attention"],
+                    help="which weights to make links from, each scored (and chosen on trial): the "
+                         "attention (or head), gradient x input saliency, the attention averaged over "
+                         "the kept snapshots (train.keep_last), the averaged snapshots' attention")
     ap.add_argument("--skip-eflomal", action="store_true")
     ap.add_argument("--bleu-sentences", type=int, default=2000,
                     help="BLEU of each model on a seeded sample of this many Hansards test pairs (0: none)")
@@ -353,7 +411,7 @@ def main() -> None:
               "train_seconds_this_call": round(time.time() - start, 1),
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
                         for m in (model, reverse) if m is not None and (m / "train_state.json").exists()},
-              "attention": attention_aer(model, paths, data, reverse, args.device)}
+              "attention": attention_aer(model, paths, data, reverse, args.device, tuple(args.weights))}
     if args.bleu_sentences:
         sample = bleu_sample(data, work, args.bleu_sentences, args.seed)
         result["bleu"] = {"fr-en": model_bleu(model, sample["fr"], sample["en"], args.device)}

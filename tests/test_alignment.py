@@ -324,3 +324,61 @@ def test_translation_replace_unk_of_a_sentencepiece_model():
     assert replaced.text == "le zèbre chat" and replaced.tokens == t.tokens  # the model's pieces stay
     assert replaced.alignment == t.alignment
     assert _dog().replace_unk({"Hund": "chien"}) == _dog()  # nothing unknown: unchanged
+
+
+def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_model):
+    """The batched saliency (one backward per target position over the whole batch) equals
+    |∂ log p(y_i) / ∂e_j · e_j| computed for each sentence on its own, normalised per row."""
+    import torch
+    from conftest import TOY
+
+    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.vocab import BOS, EOS
+    from rnnsearch.tools.toy import toy_pairs
+
+    translator = load(reverse_model, device="cpu")
+    model = translator.model
+    src, tgt = toy_pairs(5, "reverse", seed=3, **TOY)
+    batched = translator.force(src, tgt, saliency=True)
+    for s, t, rows in zip(src, tgt, batched):
+        s_ids = torch.tensor([translator.source_ids(s)])
+        t_ids = translator.target_ids(t)
+        tgt_in = torch.tensor([[BOS, *t_ids]])
+        gold = [*t_ids, EOS]
+        emb = model.src_emb(s_ids).detach()
+        expected = []
+        for i, y in enumerate(gold):
+            e = emb.clone().requires_grad_(True)
+            hook = model.src_emb.register_forward_hook(lambda mod, inp, out, e=e: e)
+            try:
+                logp = model(s_ids, torch.ones_like(s_ids, dtype=torch.bool), tgt_in)[0]
+            finally:
+                hook.remove()
+            (grad,) = torch.autograd.grad(logp[0, i, y], e)
+            row = (grad * e).sum(-1).abs()[0]
+            expected.append((row / row.sum()).tolist())
+        assert len(rows) == len(gold)
+        torch.testing.assert_close(torch.tensor(rows), torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_align_command_with_saliency_links_the_reversal(reverse_model, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import TOY
+
+    from rnnsearch.tools.toy import toy_pairs
+
+    src, tgt = toy_pairs(30, "reverse", seed=21, **TOY)
+    gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
+    for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model),
+                          "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"),
+                          "--gold", str(tmp_path / "gold"), "--saliency"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)
+    assert scores["weights"] == "saliency" and scores["sentences"] == 30
+    assert scores["aer"] < 0.3, scores

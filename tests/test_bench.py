@@ -166,6 +166,37 @@ def test_hansards_attention_aer_scores_every_setting_and_chooses_on_trial(revers
     assert "shift0" in out["chosen_on_trial"]
 
 
+def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(reverse_model, tmp_path):
+    import shutil
+
+    from rnnsearch.engine.checkpoint import save_weights
+    from rnnsearch.engine.translate import load
+
+    model = tmp_path / "model"
+    shutil.copytree(reverse_model, model)
+    paths, sources = {}, ["w1 w2 w3", "w4 w5 w6 w7", "w2 w8 w3 w5"]
+    gold = tmp_path / "data" / "hansards_naacl2003_align_gold"
+    gold.mkdir(parents=True)
+    for split in ("trial", "test"):
+        for lang, lines in (("fr", sources), ("en", [" ".join(reversed(s.split())) for s in sources])):
+            paths[f"{split}.{lang}"] = str(tmp_path / f"{split}.{lang}")
+            Path(paths[f"{split}.{lang}"]).write_text("\n".join(lines) + "\n")
+        links = [f"{k} {j + 1} {len(s.split()) - j} S" for k, s in enumerate(sources, 1)
+                 for j in range(len(s.split()))]
+        (gold / f"{split}.wa.nonullalign").write_text("\n".join(links) + "\n")
+    with pytest.raises(SystemExit, match="no snapshots"):
+        hansards_aer.attention_aer(model, paths, tmp_path / "data", kinds=("snapshot-mean",))
+    net = load(model, device="cpu").model
+    for step in (1, 2):  # two snapshots of the very weights: their mean and average are the model
+        save_weights(model / "checkpoints" / f"step-{step:08d}.safetensors", net)
+    out = hansards_aer.attention_aer(model, paths, tmp_path / "data", kinds=hansards_aer.WEIGHTS)
+    assert len([k for k in out if k.startswith("test/")]) == 4 * 5 * 2
+    for kind in ("snapshot-mean", "averaged"):
+        assert out[f"test/{kind}:argmax/shift0"]["aer"] == out["test/argmax/shift0"]["aer"]
+        assert out[f"test/{kind}:threshold@0.2/shift1"] == out["test/threshold@0.2/shift1"]
+    assert out["test/saliency:argmax/shift0"]["aer"] < 0.3  # gradients find the reversal too
+
+
 def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_path):
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     sources, targets = toy_pairs(12, "reverse", seed=5, **TOY)

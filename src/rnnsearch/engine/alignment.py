@@ -227,11 +227,13 @@ def flip(links: Links) -> Links:
 
 
 def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
-                   where: str = "<sources>", head: Optional[bool] = None) -> list[list[list[float]]]:
+                   where: str = "<sources>", head: Optional[bool] = None,
+                   saliency: bool = False) -> list[list[list[float]]]:
     """Teacher-forced attention of `translator` (a loaded model) on each pair, merged to whitespace
     words: one row per target word and a last one for </s>, one column per source word.
     `where` names the file the sources came from, for errors. `head`: the alignment head's rows
-    (model.alignment_head) instead of the attention; None: the head where the model has one."""
+    (model.alignment_head) instead of the attention; None: the head where the model has one.
+    `saliency`: gradient × input saliency rows instead of either (Translator._saliency)."""
     from rnnsearch.io import DataError
 
     if translator.cfg.model.arch != "rnnsearch":
@@ -239,8 +241,8 @@ def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
         raise DataError(f"{name}: an RNNencdec model has no attention to align with")
     out = []
     if head is None:
-        head = getattr(translator.model, "align_head", None) is not None
-    forced = translator.force(list(sources), list(targets), head=head)
+        head = not saliency and getattr(translator.model, "align_head", None) is not None
+    forced = translator.force(list(sources), list(targets), head=head, saliency=saliency)
     for n, (weights, s, t) in enumerate(zip(forced, sources, targets), 1):
         words, src_words, tgt_words = merge_subwords(weights, *translator.labels(s, t))
         if len(src_words) != len(s.split()) or len(tgt_words) - 1 != len(t.split()):

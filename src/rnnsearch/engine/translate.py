@@ -310,24 +310,27 @@ class Translator:
                            self.src_tok.pieces(src_ids), weights)
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
-              head: bool = False) -> list[Optional[list[list[float]]]]:
+              head: bool = False, saliency: bool = False) -> list[Optional[list[list[float]]]]:
         """Attention under teacher forcing on given translations (for alignment scoring).
 
         Returns per pair the weights, one row per target token plus </s>, columns in the
         source's reading order (also with reverse_source); None for RNNencdec. `head`: the
         alignment head's β rows instead (model.alignment_head; its </s> row is zero).
+        `saliency`: rows of gradient × input saliency instead (:meth:`_saliency`).
         """
         pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
-        return self._forced(pairs, batch_size, head)
+        return self._forced(pairs, batch_size, head, saliency)
 
     @torch.no_grad()
     def _forced(self, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
-                head: bool = False) -> list[Optional[list[list[float]]]]:
+                head: bool = False, saliency: bool = False) -> list[Optional[list[list[float]]]]:
         """force() on (source ids in reading order, target ids) pairs."""
         from rnnsearch.engine.data import Example, collate
 
         if head and self.model.align_head is None:
             raise ValueError("this model has no alignment head (model.alignment_head)")
+        if head and saliency:
+            raise ValueError("head and saliency are two kinds of weights: ask for one")
         self.model.eval()
         rev = self.cfg.data.reverse_source
         examples = [Example(src[::-1] if rev else list(src), list(tgt), k)
@@ -337,8 +340,11 @@ class Translator:
         for group in iterate_sorted([examples[k].src for k in todo], batch_size):
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
-            _, attn, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
-            attn = beta[0] if head else attn
+            if saliency:
+                attn = self._saliency(batch)
+            else:
+                _, attn, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
+                attn = beta[0] if head else attn
             if attn is None:
                 return [None] * len(examples)
             for row, g in enumerate(group):
@@ -348,6 +354,42 @@ class Translator:
                     w = w.flip(-1)
                 out[g] = w.tolist()
         return out
+
+    @torch.enable_grad()
+    def _saliency(self, batch) -> Optional[torch.Tensor]:
+        """Gradient × input saliency (Ding et al. 2019) of each source token for each gold
+        target token: row i, column j is |∂ log p(y_i | y_<i, x) / ∂E x_j · E x_j|, the
+        source embedding's first-order share in the prediction of y_i, normalised over the
+        sentence. Row i is the prediction of token i (like α_i, made before the decoder read
+        y_i), the last row that of </s>. Unlike attention it counts every path from x_j to
+        y_i: through α_i, but also through the annotations that earlier states read.
+        None for RNNencdec, which has no attention rows to stand beside."""
+        if self.cfg.model.arch != "rnnsearch":
+            return None
+        kept: list[torch.Tensor] = []
+
+        def keep(module, inputs, output):  # the embeddings E x_j, as a leaf the gradient reaches
+            output = output.detach().requires_grad_(True)
+            kept.append(output)
+            return output
+
+        hook = self.model.src_emb.register_forward_hook(keep)
+        try:
+            logp, _ = self.model(batch.src, batch.src_mask, batch.tgt_in)[:2]
+        finally:
+            hook.remove()
+        emb = kept[0]
+        gold = batch.tgt_out.clamp(min=0).unsqueeze(-1)
+        picked = logp.gather(-1, gold).squeeze(-1)  # (B, T): log p of each gold token
+        real = batch.tgt_out != PAD
+        rows = []
+        for i in range(picked.shape[1]):  # one backward per target position; the batch's
+            # sentences are independent, so the sum's gradient is each sentence's own
+            (grad,) = torch.autograd.grad(picked[:, i].masked_fill(~real[:, i], 0.0).sum(), emb,
+                                          retain_graph=i + 1 < picked.shape[1])
+            rows.append((grad * emb).sum(-1).abs())
+        sal = torch.stack(rows, 1).masked_fill(~batch.src_mask.unsqueeze(1), 0.0)  # (B, T, S)
+        return (sal / sal.sum(-1, keepdim=True).clamp(min=1e-30)).detach()
 
 
 def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",

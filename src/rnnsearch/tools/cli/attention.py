@@ -103,6 +103,9 @@ def add_align(sub) -> None:
     p.add_argument("--shift", type=int, default=0, choices=[0, 1],
                    help="1: link target word y_i by alpha_{i+1} (computed after the decoder read y_i) "
                         "instead of alpha_i (computed from s_{i-1}, before it); choose on held-out data")
+    p.add_argument("--saliency", action="store_true",
+                   help="links from gradient x input saliency (how much each source word's embedding "
+                        "moves log p of each target word) instead of the attention weights")
     p.add_argument("--reverse-model", metavar="DIR",
                    help="a model of the other direction (tgt->src): align both ways and symmetrise")
     p.add_argument("--symmetrize", default="grow-diag-final-and",
@@ -127,7 +130,8 @@ def _word_attention(model_dir: str, sources: list[str], targets: list[str], args
     from rnnsearch.engine.alignment import word_attention
     from rnnsearch.engine.translate import load
 
-    return word_attention(load(model_dir, device=args.device), sources, targets, where)
+    return word_attention(load(model_dir, device=args.device), sources, targets, where,
+                          saliency=args.saliency)
 
 
 def _plain(text: str) -> str:
@@ -176,5 +180,7 @@ def cmd_align(args) -> None:
             scores["threshold"] = args.threshold
         if args.reverse_model:
             scores["symmetrize"] = args.symmetrize
+        if args.saliency:
+            scores["weights"] = "saliency"
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}
         print(json.dumps(shown, indent=2))
