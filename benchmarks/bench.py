@@ -144,6 +144,8 @@ def quick(args) -> None:
     model.eval()
     translator = Translator(cfg, model, src_tok, tgt_tok, device)
     result.update(decoding_figures(translator, test_src[: args.decode_sentences], args, device))
+    if args.profile:
+        profile["beam5"] = profile_decoding(translator, test_src[: args.decode_sentences], args, device)
     result.update({
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "machine": architecture(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
@@ -247,6 +249,25 @@ def decoding_figures(translator: Translator, sents: list[str], args, device: tor
     return {"decode_sentences": len(sents), "decode_batch": args.decode_batch,
             "greedy_sent_per_s": round(speed[1], 1), "beam5_sent_per_s": round(speed[5], 1),
             "beam5_seconds": round(len(sents) / speed[5], 3), "cuda_graphs": graphs}
+
+
+def profile_decoding(translator: Translator, sents: list[str], args, device: torch.device) -> dict:
+    """Beam-5 decoding of `sents` once more under torch.profiler: the operator table (by self
+    time) goes beside the training one, to `--profile`'s name with ".beam5" before its suffix."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = device.type == "cuda"
+    path = Path(args.profile)
+    path = path.with_name(f"{path.stem}.beam5{path.suffix or '.txt'}")
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
+        begin = time.perf_counter()
+        translator.translate(sents, beam=5, batch_size=args.decode_batch, attention=False,
+                             precision=args.precision)
+        sync(device)
+        wall = time.perf_counter() - begin
+    sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
+    path.write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
+    return {"sentences": len(sents), "seconds": round(wall, 3), "table": str(path)}
 
 
 def profile_steps(train_step, stream, device: torch.device, path: str, steps: int = 10) -> dict:

@@ -315,3 +315,17 @@ def test_the_tagged_hansards_set_tags_sure_linked_runs_and_scores_placement():
     assert hansards_aer.tag_placement(sources, sure, references, sure)["accuracy"] == 1.0
     none = hansards_aer.tag_placement(sources, sure, references, [set()] * 3)
     assert none["tags"] == 2 and none["exact"] == 0
+
+
+def test_decoding_profile_writes_its_table_beside_the_training_one(reverse_model, tmp_path):
+    import argparse
+
+    from rnnsearch.engine.translate import load
+
+    translator = load(reverse_model, device="cpu")
+    sources, _ = toy_pairs(6, "reverse", seed=2, **TOY)
+    args = argparse.Namespace(profile=str(tmp_path / "prof.txt"), decode_batch=4, precision="fp32")
+    out = bench.profile_decoding(translator, sources, args, torch.device("cpu"))
+    assert out["table"] == str(tmp_path / "prof.beam5.txt") and out["sentences"] == 6
+    table = Path(out["table"]).read_text()
+    assert "aten::addmm" in table and "Self CPU" in table
