@@ -274,3 +274,39 @@ def test_early_stop_equals_the_textbook_search_stopped_the_same_way(alpha, n_bes
         assert [h.log_prob for h in early[i]] == pytest.approx([lp for _, _, lp in plain[:n_best]], abs=1e-5)
         if alpha == 0:  # log-probabilities only fall as hypotheses grow: stopping early loses nothing
             assert [h.tokens for h in early[i]] == [h.tokens for h in full[i]]
+
+
+@pytest.mark.parametrize("arch, score, values", [
+    ("rnnsearch", "additive", False), ("rnnsearch", "general", False),
+    ("rnnsearch", "additive", True), ("rnnencdec", "additive", False)])
+def test_hypotheses_sharing_one_copy_of_the_encoding_search_as_k_copies_do(arch, score, values):
+    """Beam search keeps one encoder row per sentence, which its K hypotheses attend to together
+    (model.context_terms' grouped path); a stand-in `step` (CUDA graphs) is handed K copies
+    instead. Both must find the same hypotheses, scores and attention, in-flight batching and
+    shortlist-free output layer alike."""
+    from rnnsearch.nn.search import SearchOptions, _trim, search_stream
+
+    model = tiny_model(arch, seed=3, score=score)
+    model.precompute_context = values
+    src, mask = random_batch([5, 2, 7, 4, 6, 3, 1], seed=4)
+    options = SearchOptions(beam=4, n_best=3, max_len_ratio=1.5)
+    calls = []
+
+    def copied_step(enc, state, *a, **k):  # the path a stand-in step is given
+        calls.append(enc.src_mask.size(0) == state.size(0))
+        return model.step(enc, state, *a, **k)
+
+    def run(step):
+        chunks = (_trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, 7, 3))
+        return dict(search_stream(model, chunks, options, capacity=3, step=step))
+
+    grouped, copied = run(None), run(copied_step)
+    assert calls and all(calls)
+    assert sorted(grouped) == list(range(7))
+    for k in grouped:
+        assert [h.tokens for h in grouped[k]] == [h.tokens for h in copied[k]]
+        for a, b in zip(grouped[k], copied[k]):
+            assert a.score == pytest.approx(b.score, abs=1e-9)
+            assert a.log_prob == pytest.approx(b.log_prob, abs=1e-9)
+            if a.attention is not None:
+                assert torch.allclose(torch.tensor(a.attention), torch.tensor(b.attention), atol=1e-9)

@@ -198,7 +198,14 @@ class RNNsearch(nn.Module):
     def context_terms(self, enc: Encoded, state: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """C c_i (B, 3n), C_o c_i (B, 2l) and α_i (B, S) from s_{i-1}: from c_i, or with
-        Encoded.values as α_i's weighted sums of C h_j, C_o h_j (module docstring)."""
+        Encoded.values as α_i's weighted sums of C h_j, C_o h_j (module docstring).
+
+        `enc` may hold one row per sentence where `state` holds K consecutive rows per sentence
+        (beam search's hypotheses): the K states then attend to their sentence's one copy of
+        the annotations, as (sentence, hypothesis) batches, and nothing is copied K times."""
+        group = state.size(0) // enc.src_mask.size(0)
+        if group > 1:
+            return self._grouped_context_terms(enc, state, group)
         if enc.values is None:
             c, alpha = self.attend(enc, state)
             return self.C(c), self.C_o(c), alpha
@@ -206,6 +213,19 @@ class RNNsearch(nn.Module):
         alpha = self.attention.weights(state, enc.keys, enc.src_mask, enc.values.dtype)
         terms = torch.bmm(alpha.unsqueeze(1), enc.values).squeeze(1)
         return terms[:, :self.C.out_features], terms[:, self.C.out_features:], alpha
+
+    def _grouped_context_terms(self, enc: Encoded, state: torch.Tensor, group: int
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """context_terms for `group` consecutive states per row of `enc`."""
+        assert enc.keys is not None and enc.annotations is not None  # RNNsearch's encode sets them
+        queries = state.view(enc.src_mask.size(0), group, state.size(1))  # (sentences, K, n)
+        memory = enc.annotations if enc.values is None else enc.values
+        alpha = self.attention.weights_all(queries, enc.keys, enc.src_mask).to(memory.dtype)  # (·, K, S)
+        mixed = torch.bmm(alpha, memory).flatten(0, 1)  # c_i per hypothesis, or [C c_i; C_o c_i]
+        alpha = alpha.flatten(0, 1)
+        if enc.values is None:
+            return self.C(mixed), self.C_o(mixed), alpha
+        return mixed[:, :self.C.out_features], mixed[:, self.C.out_features:], alpha
 
     # -- decoder ---------------------------------------------------------------
     def readout(self, state: torch.Tensor, y_emb: torch.Tensor, context_term: torch.Tensor,
@@ -336,7 +356,8 @@ class RNNsearch(nn.Module):
 
         rows: the output layer (most of a step's cost) only for these rows; log p is then (len(rows), V).
         Beam search passes the hypotheses still growing: a finished one's next word is fixed.
-        output: `output_layer(vocab)`, a shortlist's; log p is then over those V' ids, (·, V')."""
+        output: `output_layer(vocab)`, a shortlist's; log p is then over those V' ids, (·, V').
+        `enc` may have one row per sentence for K consecutive rows of state (context_terms)."""
         y_emb = self.tgt_emb(y_prev)
         gru_term, out_term, alpha = self.context_terms(enc, state)
         x_proj = self.decoder.W(y_emb) + gru_term
@@ -379,9 +400,11 @@ class RNNencdec(RNNsearch):
         return enc.context, None
 
     def context_terms(self, enc: Encoded, state: torch.Tensor):
-        """C c and C_o c of the one fixed context, and no attention."""
+        """C c and C_o c of the one fixed context, and no attention (`state` may have K rows
+        per row of `enc`, as in RNNsearch.context_terms)."""
         assert enc.context is not None
-        return self.C(enc.context), self.C_o(enc.context), None
+        context = enc.context.repeat_interleave(state.size(0) // enc.context.size(0), 0)
+        return self.C(context), self.C_o(context), None
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> RNNsearch:

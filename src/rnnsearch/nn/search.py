@@ -1,7 +1,8 @@
 """Greedy and batched beam search, over a stream of sentences in flight.
 
 Sentences and beams are flattened into one batch of rows, K per sentence; the encoder
-output (annotations and precomputed keys) is expanded to K rows once, never recomputed.
+output (annotations and precomputed keys) stays one row per sentence, which the sentence's K
+hypotheses attend to together (model.context_terms), never copied K times or recomputed.
 
 A hypothesis that emits </s> stays in its beam, frozen: from then on it can only
 "extend" with <pad> at zero cost, so its score and length stop changing. That makes
@@ -143,10 +144,10 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     (engine/shortlist.py) maps a chunk's (src, src_mask) to the target ids each sentence may
     produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
     in flight (taken again as sentences join or leave)."""
-    step = step or model.step
+    grouped, step = step is None, step or model.step  # a stand-in step gets K copies of each encoding
     K, alpha, n_best, neg_inf = options.beam, options.alpha, options.n_best, float("-inf")
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
-    queue = _Queue(model, iter(chunks), K, options.max_len_ratio, shortlist)
+    queue = _Queue(model, iter(chunks), K, options.max_len_ratio, shortlist, grouped)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
@@ -202,9 +203,10 @@ class _Queue:
     """The sentences not yet in flight: chunks encoded when first needed, handed out K rows each."""
 
     def __init__(self, model, chunks: Iterator, K: int, max_len_ratio: float,
-                 shortlist: Optional[Callable] = None):
+                 shortlist: Optional[Callable] = None, grouped: bool = True):
         self.model, self.chunks, self.K, self.ratio = model, chunks, K, max_len_ratio
         self.shortlist = shortlist
+        self.copies = 1 if grouped else K  # encoder rows per sentence in a batch
         self.enc: Optional[Encoded] = None  # the current chunk, one row per sentence
         self.allowed: Optional[torch.Tensor] = None  # its sentences' shortlists, (sentences, V)
         self.used = 0  # its sentences already handed out
@@ -232,7 +234,7 @@ class _Queue:
             m = min(count, self.enc.src_mask.size(0) - self.used)
             rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
             allowed = None if self.allowed is None else self.allowed[self.used:self.used + m]
-            parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.K)), self.K,
+            parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.copies)), self.K,
                                       list(range(self.first + self.used, self.first + self.used + m)),
                                       self.ratio, allowed))
             self.used += m
@@ -249,7 +251,7 @@ class _Batch:
     """Sentences in flight, K contiguous rows each, and what each row carries."""
 
     K: int
-    enc: Encoded  # the encoder's output, K rows per sentence
+    enc: Encoded  # the encoder's output, one row per sentence (or K: the same row K times)
     state: torch.Tensor  # per row: decoder state s_{i-1}
     y: torch.Tensor  # the last word
     scores: torch.Tensor  # total log-probability
@@ -285,13 +287,15 @@ class _Batch:
     @classmethod
     def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float,
               allowed: Optional[torch.Tensor] = None) -> _Batch:
-        """Newcomers: enc has K rows per sentence; only beam 0 is live, so the K copies do not
-        pick the same words."""
-        rows, device = enc.src_mask.size(0), enc.src_mask.device
-        src_len = enc.src_mask.sum(1)
+        """Newcomers: enc has one row (or K) per sentence; only beam 0 is live, so the K
+        hypotheses do not pick the same words."""
+        copies = enc.src_mask.size(0) // len(ids)
+        device = enc.src_mask.device
+        rows = len(ids) * K
+        src_len = enc.src_mask.sum(1)[::copies].repeat_interleave(K)
         scores = torch.full((rows // K, K), float("-inf"), device=device)
         scores[:, 0] = 0.0
-        return cls(K, enc, enc.state,
+        return cls(K, enc, enc.state[::copies].repeat_interleave(K, 0),
                    torch.full((rows,), BOS, dtype=torch.long, device=device),
                    scores.view(-1),
                    torch.zeros(rows, dtype=torch.long, device=device),
@@ -370,7 +374,9 @@ class _Batch:
         base = min(joined, default=self.now)
         cut = base - self.base
         per_row = {f: getattr(self, f).index_select(0, rows) for f in self._PER_ROW}
-        return _Batch(self.K, self.enc.index_select(rows), **per_row,
+        copies = self.enc.src_mask.size(0) // self.n
+        enc = self.enc.index_select(sentences.repeat_interleave(copies).nonzero().squeeze(1))
+        return _Batch(self.K, enc, **per_row,
                       seqs=self.seqs.index_select(0, rows)[:, cut:],
                       attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
                       ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base,
