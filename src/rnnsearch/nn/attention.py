@@ -62,28 +62,32 @@ class Attention(nn.Module):
         """(batch, src_len, 2n) -> precomputed keys (batch, src_len, n' or n)."""
         return self.U_a(annotations) if self.score == "additive" else self.W_k(annotations)
 
-    def additive(self, z: torch.Tensor) -> torch.Tensor:
-        """v_aᵀ tanh(z) over z's last dimension, z = W_a s_{i-1} + U_a h_j + b_a (consumed).
+    def additive(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """v_aᵀ tanh(z) over z's last dimension, z = W_a s_{i-1} + (U_a h_j + b_a): `query` and
+        `keys` broadcast against each other (one state against a sentence's keys, or several).
 
         On a CPU it is taken as 2 v_aᵀ σ(2z) − Σ_k v_ak, the same function (tanh x = 2σ(2x) − 1):
         PyTorch's vectorised tanh ran about 2× slower than its sigmoid on an AVX2 CPU, and this
         tanh, over every (hypothesis, source word, unit), was a tenth of a beam-5 decoding step
-        there (docs/benchmarks.md, "tanh as a sigmoid"). On a GPU tanh is one fused kernel."""
-        if z.device.type != "cpu":
-            return self.v_a(torch.tanh(z)).squeeze(-1)
-        return self.v_a(torch.sigmoid(z.mul_(2))).squeeze(-1).mul(2).sub(self.v_a.weight.sum())
+        there (docs/benchmarks.md, "tanh as a sigmoid"). 2z is formed in the one pass that adds
+        query and keys, and σ is taken in place: z is the largest tensor of a decoding step. On
+        a GPU tanh is one fused kernel."""
+        if query.device.type != "cpu":
+            return self.v_a(torch.tanh(query + keys)).squeeze(-1)
+        z2 = torch.add(query * 2, keys, alpha=2)
+        return self.v_a(torch.sigmoid_(z2)).squeeze(-1).mul(2).sub(self.v_a.weight.sum())
 
     def scores(self, state: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """e_ij for one decoder step: state (batch, n), keys (batch, src_len, ·) -> (batch, src_len)."""
         if self.score == "additive":
-            return self.additive(self.W_a(state).unsqueeze(1) + keys)
+            return self.additive(self.W_a(state).unsqueeze(1), keys)
         query = self.W_g(state) if self.score == "general" else state
         return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1) * self.scale
 
     def scores_all(self, states: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """e for every step at once: states (batch, T, n), keys (batch, src_len, ·) -> (batch, T, src_len)."""
         if self.score == "additive":
-            return self.additive(self.W_a(states).unsqueeze(2) + keys.unsqueeze(1))
+            return self.additive(self.W_a(states).unsqueeze(2), keys.unsqueeze(1))
         query = self.W_g(states) if self.score == "general" else states
         return torch.bmm(query, keys.transpose(1, 2)) * self.scale
 
