@@ -188,11 +188,12 @@ WEIGHTS = ("attention", "saliency", "snapshot-mean", "averaged")
 
 
 def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[str], fr_path: str,
-                 en_path: str) -> dict[str, dict[str, list]]:
+                 en_path: str, last: int = 0) -> dict[str, dict[str, list]]:
     """{kind: {"fwd": rows, "rev": rows}}: each model's word-level weights on a split's pairs, for
     each kind: "attention" (the head where the model has one), "saliency" (gradient × input),
     "snapshot-mean" (the attention averaged over the model's kept snapshots, train.keep_last),
-    "averaged" (the attention of the snapshots' averaged weights)."""
+    "averaged" (the attention of the snapshots' averaged weights); `last`: the last N snapshots
+    only (0: all kept)."""
     from rnnsearch.engine.alignment import word_attention
     from rnnsearch.engine.checkpoint import average_weights, load_weights, snapshots
 
@@ -204,7 +205,7 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
             if kind in ("attention", "saliency"):
                 out[kind][side] = word_attention(translator, src, tgt, where, saliency=kind == "saliency")
                 continue
-            snaps = snapshots(translator.model_dir)
+            snaps = snapshots(translator.model_dir)[-last:] if last else snapshots(translator.model_dir)
             if not snaps:
                 raise SystemExit(f"{translator.model_dir}: no snapshots for {kind} (train.keep_last)")
             kept = {k: v.clone() for k, v in translator.model.state_dict().items()}
@@ -253,7 +254,7 @@ def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: li
 
 
 def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
-                  device: str = "cpu", kinds: tuple[str, ...] = ("attention",)) -> dict:
+                  device: str = "cpu", kinds: tuple[str, ...] = ("attention",), last: int = 0) -> dict:
     """AER of attention alignments on trial and test, for every kind of weights (WEIGHTS),
     method, threshold, row shift and (with a reverse model) symmetrisation; the setting with the
     lowest trial AER is the one reported for test. Each model's weights on a split are computed
@@ -269,7 +270,7 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
         fr = Path(paths[f"{split}.fr"]).read_text(encoding="utf-8").splitlines()
         en = Path(paths[f"{split}.en"]).read_text(encoding="utf-8").splitlines()
         sure, possible = read_naacl(gold / f"{split}.wa.nonullalign", len(fr))
-        weights = pair_weights(models, kinds, fr, en, paths[f"{split}.fr"], paths[f"{split}.en"])
+        weights = pair_weights(models, kinds, fr, en, paths[f"{split}.fr"], paths[f"{split}.en"], last)
         for label, (scores, links) in score_settings(weights, sure, possible, split).items():
             out[label] = scores
             if split == "test":
@@ -283,8 +284,9 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
     out["test_with_trial_choice"] = out["test/" + out["chosen_on_trial"]]
     fr, en = (Path(paths[f"test.{lang}"]).read_text(encoding="utf-8").splitlines() for lang in ("fr", "en"))
     sure = read_naacl(gold / "test.wa.nonullalign", len(fr))[0]
+    first = "" if kinds[0] == "attention" else f"{kinds[0]}:"  # the first kind's plain argmax, and the choice
     out["tags"] = {setting: tag_placement(fr, sure, en, kept["test/" + setting])
-                   for setting in ("argmax/shift0", out["chosen_on_trial"])}
+                   for setting in (f"{first}argmax/shift0", out["chosen_on_trial"])}
     return out
 
 
@@ -379,6 +381,8 @@ def parse_args() -> argparse.Namespace:
                     help="which weights to make links from, each scored (and chosen on trial): the "
                          "attention (or head), gradient x input saliency, the attention averaged over "
                          "the kept snapshots (train.keep_last), the averaged snapshots' attention")
+    ap.add_argument("--last-snapshots", type=int, default=0, metavar="N",
+                    help="--weights snapshot-mean/averaged: the last N kept snapshots only (0: all)")
     ap.add_argument("--skip-eflomal", action="store_true")
     ap.add_argument("--bleu-sentences", type=int, default=2000,
                     help="BLEU of each model on a seeded sample of this many Hansards test pairs (0: none)")
@@ -411,7 +415,8 @@ def main() -> None:
               "train_seconds_this_call": round(time.time() - start, 1),
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
                         for m in (model, reverse) if m is not None and (m / "train_state.json").exists()},
-              "attention": attention_aer(model, paths, data, reverse, args.device, tuple(args.weights))}
+              "attention": attention_aer(model, paths, data, reverse, args.device, tuple(args.weights),
+                                         args.last_snapshots)}
     if args.bleu_sentences:
         sample = bleu_sample(data, work, args.bleu_sentences, args.seed)
         result["bleu"] = {"fr-en": model_bleu(model, sample["fr"], sample["en"], args.device)}

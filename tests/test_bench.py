@@ -195,6 +195,8 @@ def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(
         assert out[f"test/{kind}:argmax/shift0"]["aer"] == out["test/argmax/shift0"]["aer"]
         assert out[f"test/{kind}:threshold@0.2/shift1"] == out["test/threshold@0.2/shift1"]
     assert out["test/saliency:argmax/shift0"]["aer"] < 0.3  # gradients find the reversal too
+    last = hansards_aer.attention_aer(model, paths, tmp_path / "data", kinds=("averaged",), last=1)
+    assert last["test/averaged:argmax/shift1"] == out["test/argmax/shift1"]
 
 
 def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_path):
