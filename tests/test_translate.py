@@ -113,6 +113,40 @@ def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsy
             assert sum(row.values()) == pytest.approx(1, abs=0.01)
 
 
+def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path, capsys):
+    """translate --saliency: the links of each translation come from Translator.force(...,
+    saliency=True) on the source and that very output (no shift), and find the reversal."""
+    from conftest import TOY
+
+    from rnnsearch.engine.alignment import parse_pharaoh
+    from rnnsearch.tools.cli import main
+    from rnnsearch.tools.toy import toy_pairs
+
+    model = rnnsearch.load(reverse_model, device="cpu")
+    sources, _ = toy_pairs(8, "reverse", seed=9, **TOY)
+    plain = model.translate(sources)
+    model.saliency_links = True
+    salient = model.translate(sources)
+    assert [t.text for t in salient] == [t.text for t in plain]
+    forced = model.force(sources, [t.text for t in salient], saliency=True)
+    for t, rows in zip(salient, forced):
+        assert t.aligned == rows
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
+    base = ["translate", "--model", str(reverse_model), "--input", str(tmp_path / "in.txt"), "--alignment"]
+    assert main(base + ["--saliency"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    right = total = 0
+    for source, line in zip(sources, lines):
+        text, links = line.split(" ||| ")
+        n = len(source.split())
+        sure, _ = parse_pharaoh(links)
+        right += sum(i == n - 1 - j for i, j in sure)
+        total += len(sure)
+    assert right / total > 0.8  # the reversal's anti-diagonal
+    assert main(base + ["--saliency", "--quantize", "int8"]) == 2
+    assert "--saliency takes gradients" in capsys.readouterr().err
+
+
 def test_alignment_with_n_best_links_every_hypothesis(tmp_path, capsys):
     from rnnsearch.engine.alignment import parse_pharaoh
 

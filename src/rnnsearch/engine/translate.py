@@ -56,7 +56,8 @@ class Translation:
     attention: Optional[list[list[float]]] = None  # (len(tokens) + 1) rows (</s> last) x len(source_tokens)
     source: str = ""  # the source line as given to translate()
     pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
-    # a model with an alignment head (model.alignment_head): its β rows, shaped as `attention`;
+    # a model with an alignment head (model.alignment_head): its β rows, shaped as `attention`,
+    # or with Translator.saliency_links the saliency rows of the output (Translator._saliency);
     # links and alignment weights are read from them (row i already belongs to y_i: no shift)
     aligned: Optional[list[list[float]]] = None
 
@@ -142,6 +143,8 @@ class Translator:
         self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
         self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
         self.shortlist: Optional[Any] = None  # use_shortlist(): the output layer over a lexical shortlist
+        # links (Translation.aligned) from gradient x input saliency instead of the attention or head
+        self.saliency_links = False
 
     def use_graphs(self, capture: Optional[bool] = None) -> None:
         """Decode through engine/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
@@ -248,10 +251,11 @@ class Translator:
         for k, ps in by_sentence.items():
             out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
                       for rank in range(n_best)]
-            if attention and self.model.align_head is not None and len(ps) == 1:
+            if attention and (self.model.align_head is not None or self.saliency_links) and len(ps) == 1:
                 heads += [(t, pieces[ps[0]], hyps[ps[0]][rank].tokens) for rank, t in enumerate(out[k])]
-        if heads:  # the head's rows of each output, by teacher forcing it (one batched pass)
-            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=True)
+        if heads:  # the head's (or saliency) rows of each output, by teacher forcing it (batched)
+            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=not self.saliency_links,
+                                saliency=self.saliency_links)
             for (t, _, _), r in zip(heads, rows):
                 t.aligned = r
         word_vocab = self.cfg.vocab.kind == "word"

@@ -31,6 +31,10 @@ def add_translate(sub) -> None:
                    help="append ' ||| ' and the links to every output line: hard (the default), "
                    "Pharaoh i-j pairs, source word i, target word j, 0-based, one per target word; "
                    "soft, j:i=w,i=w groups of attention weights (docs/alignment.md)")
+    p.add_argument("--saliency", action="store_true",
+                   help="links (--alignment, --format html, --replace-unk) from gradient x input saliency "
+                        "of each output word instead of the attention: far better from an unguided model "
+                        "(docs/alignment.md), one backward pass per output word")
     p.add_argument("--alignment-shift", type=int, choices=[0, 1], default=DEFAULT_SHIFT,
                    help="1: link target word y_i by alpha_{i+1} instead of alpha_i (the default, "
                    "better on the Hansards trial sentences; docs/alignment.md); also for --replace-unk")
@@ -59,11 +63,15 @@ def cmd_translate(args) -> None:
 
     if args.lexicon and not args.replace_unk:
         raise ConfigError("translate: --lexicon is the table of --replace-unk: give both")
+    if args.saliency and args.quantize != "none":
+        raise ConfigError("translate: --saliency takes gradients of the model, which int8 products do not "
+                          "have: leave out --quantize int8")
     if args.subwords and not args.alignment:
         raise ConfigError("translate: --subwords chooses the units of --alignment: give both")
     lexicon = read_lexicon(args.lexicon) if args.lexicon else None
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
                      shortlist=args.shortlist)
+    model.saliency_links = args.saliency
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
