@@ -359,3 +359,21 @@ def test_context_values_equal_the_explicit_context_in_value_and_gradient(dtype, 
     for name, grad in grads.items():
         scale = grad.abs().max().clamp_min(1.0)
         assert torch.allclose(grad, grads2[name], rtol=tol, atol=tol * scale), name
+
+
+def test_additive_score_through_the_sigmoid_is_v_tanh():
+    """Decoding on a CPU takes v_aᵀ tanh(z) as 2 v_aᵀ σ(2z) − Σ v_a; training keeps tanh. Both
+    must be the paper's e_ij, here against float64 tanh."""
+    from rnnsearch.nn.attention import Attention
+
+    torch.manual_seed(0)
+    att = Attention("additive", 6, 10, 7)
+    query, keys = torch.randn(3, 1, 7) * 3, torch.randn(3, 5, 7) * 3
+    exact = (torch.tanh((query + keys).double()) @ att.v_a.weight.double().t()).squeeze(-1)
+    with torch.no_grad():  # the decoding path
+        fast = att.additive(query, keys)
+    assert torch.allclose(fast.double(), exact, atol=1e-5)
+    q = query.clone().requires_grad_(True)  # the training path: tanh, with its gradient
+    att.additive(q, keys).sum().backward()
+    expected = ((1 - torch.tanh(query + keys) ** 2) * att.v_a.weight.view(1, 1, -1)).sum(1, keepdim=True)
+    assert q.grad is not None and torch.allclose(q.grad, expected.detach(), atol=1e-5)
