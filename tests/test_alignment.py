@@ -1,5 +1,7 @@
 """Pharaoh I/O and the alignment scores, on hand-made cases."""
 
+from pathlib import Path
+
 import pytest
 
 from rnnsearch.engine.alignment import (
@@ -58,7 +60,9 @@ def test_naacl_reader(tmp_path):
         read_naacl(gold, 2)
 
 
-def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
+def _align_reversal(model, tmp_path, n: int, *flags: str) -> tuple[dict, Path]:
+    """`rnnsearch align --gold` on n reversal pairs whose gold links are the anti-diagonal:
+    the scores it prints, and where the links went (--out)."""
     import json
     import subprocess
     import sys
@@ -67,18 +71,22 @@ def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
 
     from rnnsearch.tools.toy import toy_pairs
 
-    src, tgt = toy_pairs(40, "reverse", seed=21, **TOY)
+    src, tgt = toy_pairs(n, "reverse", seed=21, **TOY)
     gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
     for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
-    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model),
+    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(model),
                           "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"),
-                          "--gold", str(tmp_path / "gold"), "--out", str(tmp_path / "out.align")],
+                          "--gold", str(tmp_path / "gold"), "--out", str(tmp_path / "out.align"), *flags],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    scores = json.loads(res.stdout)
+    return json.loads(res.stdout), tmp_path / "out.align"
+
+
+def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
+    scores, out_file = _align_reversal(reverse_model, tmp_path, 40)
     assert scores["aer"] < 0.2 and scores["sentences"] == 40
-    out = (tmp_path / "out.align").read_text().splitlines()
+    out = out_file.read_text().splitlines()
     assert len(out) == 40 and all("-" in x for x in out)
 
 
@@ -362,23 +370,6 @@ def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_m
 
 
 def test_align_command_with_saliency_links_the_reversal(reverse_model, tmp_path):
-    import json
-    import subprocess
-    import sys
-
-    from conftest import TOY
-
-    from rnnsearch.tools.toy import toy_pairs
-
-    src, tgt = toy_pairs(30, "reverse", seed=21, **TOY)
-    gold = [" ".join(f"{len(s.split()) - 1 - j}-{j}" for j in range(len(s.split()))) for s in src]
-    for name, lines in (("src", src), ("tgt", tgt), ("gold", gold)):
-        (tmp_path / name).write_text("\n".join(lines) + "\n")
-    res = subprocess.run([sys.executable, "-m", "rnnsearch", "align", "--model", str(reverse_model),
-                          "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"),
-                          "--gold", str(tmp_path / "gold"), "--saliency"],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    scores = json.loads(res.stdout)
+    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--saliency")
     assert scores["weights"] == "saliency" and scores["sentences"] == 30
     assert scores["aer"] < 0.3, scores
