@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 import socket
 import time
 import urllib.error
@@ -18,6 +19,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip instal
 from conftest import browser_or_skip  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
+from rnnsearch.engine.markup import parse, transfer  # noqa: E402
 from rnnsearch.engine.translate import load  # noqa: E402
 from rnnsearch.tools.serve import Limits, create_app  # noqa: E402
 
@@ -101,6 +103,39 @@ def test_alignment_on_request(live, translator):
     t = body["translation"]
     assert status == 200 and t["alignment"] == [list(link) for link in nbest[0].alignment]
     assert [e["alignment"] for e in t["n_best"]] == [[list(x) for x in h.alignment] for h in nbest]
+
+
+def test_saliency_links_on_request(live, translator, reverse_model):
+    """"saliency": true takes the links (alignment, html tags) from gradient x input saliency, as
+    `translate --alignment --saliency` does; the text is the same; an int8 model refuses it by name."""
+    rng = random.Random(0)  # long sentences, where the two kinds of links part somewhere
+    sentences = [" ".join(f"w{rng.randint(1, 9)}" for _ in range(8)) for _ in range(24)]
+    want = translator.translate(sentences, beam=3, saliency=True)
+    attention = translator.translate(sentences, beam=3)
+    assert [t.alignment for t in want] != [t.alignment for t in attention]
+    for k in range(0, len(sentences), 8):
+        status, _, body = live.request("/translate", {"texts": sentences[k:k + 8], "beam": 3,
+                                                      "alignment": True, "saliency": True})
+        assert status == 200
+        assert [t["text"] for t in body["translations"]] == [t.text for t in want[k:k + 8]]
+        assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment]
+                                                                  for t in want[k:k + 8]]
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3", "alignment": True, "saliency": True})
+    assert body["translation"]["alignment"] == [[0, 2], [1, 1], [2, 0]]  # it mirrors too
+    marked = parse("<b>w1</b> w2 w3")
+    t = translator.translate([marked.text], saliency=True)[0]
+    status, _, body = live.request("/translate", {"text": "<b>w1</b> w2 w3", "format": "html",
+                                                  "saliency": True})
+    assert status == 200 and body["translation"]["text"] == transfer(marked, t.text, t.alignment)
+    status, _, body = live.request("/translate", {"text": "w1", "saliency": "yes"})
+    assert status == 422 and body["field"] == "saliency"
+    int8 = load(reverse_model, device="cpu", quantize="int8")
+    with pytest.raises(ValueError, match="saliency takes gradients"):
+        int8.translate(["w1 w2"], saliency=True)
+    with LiveServer(create_app(int8, Limits(max_wait_ms=5))) as server:
+        status, _, body = server.request("/translate", {"text": "w1 w2", "alignment": True, "saliency": True})
+        assert status == 422 and body["field"] == "saliency" and "int8" in body["error"]
+        assert server.request("/translate", {"text": "w1 w2", "alignment": True})[0] == 200
 
 
 def test_html_format_carries_tags_to_the_aligned_words(live, translator):

@@ -213,7 +213,7 @@ class Translator:
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
                   batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
-                  early_stop: Optional[bool] = None) -> list[Any]:
+                  early_stop: Optional[bool] = None, saliency: Optional[bool] = None) -> list[Any]:
         """Translate sentences; an empty sentence gives an empty translation.
 
         Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence
@@ -222,8 +222,10 @@ class Translator:
         pieces of that length and the pieces joined (its attention is then block-diagonal),
         so no input can stall the decoder and every line gets a translation. `early_stop`: see
         :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
+        `saliency`: Translation.aligned from gradient x input saliency (default: saliency_links).
         """
         d = self.cfg.decode
+        saliency = self.saliency_links if saliency is None else saliency
         beam = d.beam if beam is None else beam
         if not 1 <= n_best <= beam:
             raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
@@ -251,11 +253,10 @@ class Translator:
         for k, ps in by_sentence.items():
             out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
                       for rank in range(n_best)]
-            if attention and (self.model.align_head is not None or self.saliency_links) and len(ps) == 1:
+            if attention and (self.model.align_head is not None or saliency) and len(ps) == 1:
                 heads += [(t, pieces[ps[0]], hyps[ps[0]][rank].tokens) for rank, t in enumerate(out[k])]
         if heads:  # the head's (or saliency) rows of each output, by teacher forcing it (batched)
-            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=not self.saliency_links,
-                                saliency=self.saliency_links)
+            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=not saliency, saliency=saliency)
             for (t, _, _), r in zip(heads, rows):
                 t.aligned = r
         word_vocab = self.cfg.vocab.kind == "word"
@@ -335,6 +336,9 @@ class Translator:
             raise ValueError("this model has no alignment head (model.alignment_head)")
         if head and saliency:
             raise ValueError("head and saliency are two kinds of weights: ask for one")
+        if saliency and self.quantized != "none":
+            raise ValueError(f"saliency takes gradients through the model; its {self.quantized} products "
+                             "have none (load it without quantize)")
         self.model.eval()
         rev = self.cfg.data.reverse_source
         examples = [Example(src[::-1] if rev else list(src), list(tgt), k)

@@ -41,6 +41,7 @@ class Query:
     alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
     markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
     model: str | None = None  # the native API's "model": the name of the loaded model asked for
+    saliency: bool = False  # links (alignment, html tags) from gradient x input saliency
 
 
 @dataclass
@@ -52,7 +53,8 @@ class _Job:
     def __post_init__(self):
         # the attention is decoded for links too; what a request gets back is native.translation_json's
         q = self.query
-        self.params = (q.beam, q.n_best, q.attention or q.alignment or q.markup is not None)
+        links = q.alignment or q.markup is not None
+        self.params = (q.beam, q.n_best, q.attention or links, q.saliency and links)
 
 
 class QueueFull(Exception):
@@ -116,14 +118,15 @@ class Batcher:
             groups: dict[tuple, list[_Job]] = {}
             for job in jobs:
                 groups.setdefault(job.params, []).append(job)
-            for (beam, n_best, attention), group in groups.items():
+            for (beam, n_best, attention, saliency), group in groups.items():
                 live = [j for j in group if not j.future.done()]  # a client that left is not decoded
                 texts = [t for j in live for t in j.query.texts]
                 try:
                     results = await loop.run_in_executor(
                         self.executor,
                         functools.partial(self.translate, texts, beam=beam, n_best=n_best,
-                                          attention=attention, batch_size=self.limits.max_batch),
+                                          attention=attention, batch_size=self.limits.max_batch,
+                                          saliency=saliency),
                     ) if texts else []
                     self.batches += 1
                     if self.on_batch is not None and texts:

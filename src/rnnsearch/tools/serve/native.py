@@ -3,6 +3,8 @@
     POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention",
                       "alignment" (true: word links [[source, target], ...] with every translation),
                       "format" ("html": inline tags carried to the aligned words, engine/markup.py),
+                      "saliency" (true: those links from gradient x input saliency, not attention;
+                      slower, the sharper alignment; not with an int8 model),
                       "model" (the name of a loaded model; default: the first)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
@@ -23,7 +25,7 @@ from rnnsearch.tools.serve.batching import Limits, Query, QueueFull
 
 log = logging.getLogger("rnnsearch")
 
-FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "model")
+FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "saliency", "model")
 
 
 class RequestError(Exception):
@@ -103,7 +105,7 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
     beam = _integer(body, "beam", beams[model], 1, limits.max_beam)
     n_best = _integer(body, "n_best", 1, 1, beam)
     flags = {}
-    for key in ("attention", "alignment"):
+    for key in ("attention", "alignment", "saliency"):
         flags[key] = body.get(key, False)
         if not isinstance(flags[key], bool):
             raise RequestError(422, f"{key} must be true or false", key)
@@ -116,7 +118,8 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
 
         markup = [parse(t) for t in texts]
         texts = [m.text for m in markup]
-    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"], markup, model)
+    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"], markup, model,
+                 flags["saliency"])
 
 
 def translation_json(result, query: Query, k: int = 0) -> dict:
@@ -209,12 +212,16 @@ async def native_translate(request, raw: bytes, models, limits: Limits, guard):
         query = parse_request(raw, limits, {m.name: m.beam for m in models.models})
     except RequestError as e:
         return error(e.status, e.message, e.field)
+    served = models.by_name[query.model]
+    if query.saliency and served.translator.quantized != "none":
+        return error(422, f"saliency takes gradients through the model; {query.model!r} decodes with "
+                          f"{served.translator.quantized} products, which have none", "saliency")
     denial = guard.admit(bearer_key(request), client_address(request))
     if denial is not None:
         status = 403 if denial.kind == "key" else 429
         headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
         return error(status, denial.message, None, headers)
-    batcher = models.by_name[query.model].batcher
+    batcher = served.batcher
     try:
         results = await batcher.submit(query)
     except QueueFull as e:
