@@ -3,7 +3,7 @@ next to a statistical aligner (eflomal) on the same sentences.
 
     python -m benchmarks.hansards_aer --data DIR --work runs/hansards [--minutes 45 | --steps N]
         [--both-directions | --agreement 1.0] [--threads 1] [--set train.device=cuda ...]
-        [--weights attention saliency snapshot-mean averaged]
+        [--weights attention saliency attention+saliency snapshot-mean averaged]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
@@ -18,8 +18,9 @@ next to a statistical aligner (eflomal) on the same sentences.
    grow-diag-final-and, or their attention combined before links are made ("soft") — pick the
    setting on trial, and report AER/precision/recall of every setting on the 447 test sentences,
    the trial-chosen one marked. `--weights` adds other weights to make the links from, each
-   scored the same way: gradient × input saliency, the attention averaged over the run's kept
-   snapshots (train.keep_last), and the attention of those snapshots' averaged weights.
+   scored the same way: gradient × input saliency, the mean of the attention (or head) and the
+   saliency, the attention averaged over the run's kept snapshots (train.keep_last), and the
+   attention of those snapshots' averaged weights.
 4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
    text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
    alignments are scored the same way.
@@ -184,13 +185,14 @@ def tag_placement(sources: list[str], sure: list[set], references: list[str], li
     return tag_accuracy(tagged_sources(sources, sure, seed), sure, references, links)
 
 
-WEIGHTS = ("attention", "saliency", "snapshot-mean", "averaged")
+WEIGHTS = ("attention", "saliency", "attention+saliency", "snapshot-mean", "averaged")
 
 
 def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[str], fr_path: str,
                  en_path: str, last: int = 0) -> dict[str, dict[str, list]]:
     """{kind: {"fwd": rows, "rev": rows}}: each model's word-level weights on a split's pairs, for
     each kind: "attention" (the head where the model has one), "saliency" (gradient × input),
+    "attention+saliency" (the mean of those two, cell by cell: two opinions on each row),
     "snapshot-mean" (the attention averaged over the model's kept snapshots, train.keep_last),
     "averaged" (the attention of the snapshots' averaged weights); `last`: the last N snapshots
     only (0: all kept)."""
@@ -201,9 +203,14 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
     out: dict[str, dict[str, list]] = {kind: {} for kind in kinds}
     for side, translator in models.items():
         src, tgt, where = sides[side]
+        rows: dict[str, list] = {}  # attention and saliency, each computed once a side
         for kind in kinds:
-            if kind in ("attention", "saliency"):
-                out[kind][side] = word_attention(translator, src, tgt, where, saliency=kind == "saliency")
+            if kind in ("attention", "saliency", "attention+saliency"):
+                for part in kind.split("+"):
+                    if part not in rows:
+                        rows[part] = word_attention(translator, src, tgt, where, saliency=part == "saliency")
+                both = kind not in rows
+                out[kind][side] = _mean_rows(rows["attention"], rows["saliency"]) if both else rows[kind]
                 continue
             snaps = snapshots(translator.model_dir)[-last:] if last else snapshots(translator.model_dir)
             if not snaps:
@@ -221,6 +228,11 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
                                     for i, row in enumerate(runs[0][p])] for p in range(len(src))]
             translator.model.load_state_dict(kept)
     return out
+
+
+def _mean_rows(a: list, b: list) -> list:
+    """Two kinds of word-level weights averaged cell by cell, sentence by sentence."""
+    return [[[(x + y) / 2 for x, y in zip(ra, rb)] for ra, rb in zip(wa, wb)] for wa, wb in zip(a, b)]
 
 
 def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: list, split: str) -> dict:
@@ -379,7 +391,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--device", default="cpu", help="where the attention for the AER is computed")
     ap.add_argument("--weights", nargs="+", choices=WEIGHTS, default=["attention"],
                     help="which weights to make links from, each scored (and chosen on trial): the "
-                         "attention (or head), gradient x input saliency, the attention averaged over "
+                         "attention (or head), gradient x input saliency, the mean of those two, the "
+                         "attention averaged over "
                          "the kept snapshots (train.keep_last), the averaged snapshots' attention")
     ap.add_argument("--last-snapshots", type=int, default=0, metavar="N",
                     help="--weights snapshot-mean/averaged: the last N kept snapshots only (0: all)")

@@ -120,6 +120,8 @@ def test_time_to_bleu_keeps_the_checkpoint_each_point_had_and_interpolates():
 def test_side_by_side_int8_decodes_the_fp32_systems_model():
     # int8 trains nothing: it decodes the fp32 system's model, which the run must train
     assert bench.VARIANTS["rnnsearch-int8"]["model_of"] == "rnnsearch"
+    assert bench.VARIANTS["rnnsearch-int8-shortlist"] == {"model_of": "rnnsearch", "decode": "fp32",
+                                                         "quantize": "int8", "shortlist": "auto"}
     assert "model_of" not in bench.VARIANTS["rnnsearch"]
     assert {v["quantize"] for v in bench.VARIANTS.values()} == {"none", "int8"}
     # and OpenNMT-py decodes its own fp32 model with its -int8, so that int8 meets int8
@@ -190,11 +192,17 @@ def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(
     for step in (1, 2):  # two snapshots of the very weights: their mean and average are the model
         save_weights(model / "checkpoints" / f"step-{step:08d}.safetensors", net)
     out = hansards_aer.attention_aer(model, paths, tmp_path / "data", kinds=hansards_aer.WEIGHTS)
-    assert len([k for k in out if k.startswith("test/")]) == 4 * 5 * 2
+    assert len([k for k in out if k.startswith("test/")]) == len(hansards_aer.WEIGHTS) * 5 * 2
     for kind in ("snapshot-mean", "averaged"):
         assert out[f"test/{kind}:argmax/shift0"]["aer"] == out["test/argmax/shift0"]["aer"]
         assert out[f"test/{kind}:threshold@0.2/shift1"] == out["test/threshold@0.2/shift1"]
     assert out["test/saliency:argmax/shift0"]["aer"] < 0.3  # gradients find the reversal too
+    kinds = ("attention", "saliency", "attention+saliency")
+    rows = hansards_aer.pair_weights({"fwd": load(model, device="cpu")}, kinds, sources, sources,
+                                     paths["test.fr"], paths["test.en"])
+    for p, w in enumerate(rows["attention+saliency"]["fwd"]):  # the mean of the two, cell by cell
+        want = (torch.tensor(rows["attention"]["fwd"][p]) + torch.tensor(rows["saliency"]["fwd"][p])) / 2
+        assert torch.allclose(torch.tensor(w), want) and w != rows["saliency"]["fwd"][p]
     last = hansards_aer.attention_aer(model, paths, tmp_path / "data", kinds=("averaged",), last=1)
     assert last["test/averaged:argmax/shift1"] == out["test/argmax/shift1"]
 
