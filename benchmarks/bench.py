@@ -350,10 +350,17 @@ def _pieces(model_file: Path) -> list:
 # rnnsearch's systems in the side-by-side run. "rnnsearch" pins fp32 everywhere: the like-for-like
 # comparison. "rnnsearch-auto" is what a user gets from the shipped defaults, precision: auto in
 # training and decoding (bf16 where it measures faster on the machine, else fp32). "rnnsearch-int8"
-# trains nothing: it decodes rnnsearch's fp32 model with --quantize int8.
+# trains nothing: it decodes rnnsearch's fp32 model with --quantize int8, and "rnnsearch-int8-shortlist"
+# with --shortlist auto as well (the output layer over a lexical shortlist counted on the training
+# pairs: co-occurrence, or eflomal's links where `rnnsearch data align` made them; built at load, untimed).
 VARIANTS = {"rnnsearch": {"train": "fp32", "decode": "fp32", "quantize": "none"},
             "rnnsearch-auto": {"train": "auto", "decode": "auto", "quantize": "none"},
-            "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"}}
+            "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"},
+            "rnnsearch-int8-shortlist": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8",
+                                         "shortlist": "auto"}}
+# what runs unless --variants says otherwise: the shortlist measured no faster on the AVX2 machine at
+# 2 threads and batches of 64 (docs/benchmarks.md), so it is there to be named, not run each time
+DEFAULT_VARIANTS = ["rnnsearch", "rnnsearch-auto", "rnnsearch-int8"]
 # the anchors' own fastest CPU setting, decoding their fp32 model: like is compared with like
 ANCHOR_VARIANTS = {"opennmt-int8": {"model_of": "opennmt", "flags": ("-precision", "int8"),
                                     "quantize": "int8"}}
@@ -387,12 +394,14 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
 
 
 def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
-                        precision: str = "fp32", quantize: str = "none") -> dict:
+                        precision: str = "fp32", quantize: str = "none",
+                        shortlist: str | None = None) -> dict:
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
     load not) and writes the translations."""
+    extra = ["--shortlist", shortlist] if shortlist else []
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
                         "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
-                        "--precision", precision, "--quantize", quantize,
+                        "--precision", precision, "--quantize", quantize, *extra,
                         "--batch-size", str(SIZES["batch"])],  # the anchors' batch, not our default
                        out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
@@ -486,7 +495,7 @@ class SideBySide:
         if name in VARIANTS:
             v = VARIANTS[name]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
-                                       out, beam, v["decode"], v["quantize"])
+                                       out, beam, v["decode"], v["quantize"], v.get("shortlist"))
         if name in ANCHOR_VARIANTS:
             return anchors.opennmt_translate(self.pythons["opennmt"], model, data["dir"] / "test.src", out,
                                              beam, SIZES["batch"], ANCHOR_VARIANTS[name]["flags"])
@@ -560,6 +569,8 @@ class SideBySide:
             entry["decode_precision"] = self.decoding[name][5][-1]["precision"]
         # what each side decoded with, so that a ratio says whether it compares like with like
         entry["quantize"] = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("quantize", "none")
+        if VARIANTS.get(name, {}).get("shortlist"):
+            entry["shortlist"] = VARIANTS[name]["shortlist"]
         hyps, refs = self.hypotheses(name), self.data["test_refs"]
         decoded = [d for b in (1, 5) for d in self.decoding[name][b]]
         entry.update({
@@ -671,9 +682,10 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--anchors", nargs="+", choices=ANCHOR_NAMES, default=ANCHOR_NAMES,
                     help="side by side: the other toolkits trained and decoded (each with its variants: "
                          "opennmt brings opennmt-int8)")
-    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=DEFAULT_VARIANTS,
                     help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
-                         "the fp32 model decoded with --quantize int8)")
+                         "the fp32 model decoded with --quantize int8; and, named only, with --shortlist "
+                         "auto too)")
 
 
 def add_curve_options(ap: argparse.ArgumentParser) -> None:
