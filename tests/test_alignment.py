@@ -374,3 +374,22 @@ def test_align_command_with_saliency_links_the_reversal(reverse_model, tmp_path)
     scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--saliency")
     assert scores["weights"] == "saliency" and scores["sentences"] == 30
     assert scores["aer"] < 0.3, scores
+    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--saliency", "mean")
+    assert scores["weights"] == "attention+saliency" and scores["aer"] < 0.3, scores
+
+
+def test_saliency_mean_is_the_mean_of_the_attention_and_the_saliency(reverse_model):
+    import numpy as np
+    from conftest import TOY
+
+    from rnnsearch.engine.translate import load
+    from rnnsearch.tools.toy import toy_pairs
+
+    translator = load(reverse_model, device="cpu")
+    src, tgt = toy_pairs(6, "reverse", seed=4, **TOY)
+    attention, salient = translator.force(src, tgt), translator.force(src, tgt, saliency=True)
+    for m, a, s in zip(translator.force(src, tgt, saliency="mean"), attention, salient):
+        np.testing.assert_allclose(np.array(m), (np.array(a) + np.array(s)) / 2, atol=1e-6)
+        assert not np.allclose(np.array(a), np.array(s))  # two opinions, not one
+    with pytest.raises(ValueError, match="saliency is True, False or"):
+        translator.force(src, tgt, saliency="median")

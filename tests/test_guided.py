@@ -288,6 +288,13 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     assert t.aligned is not None and len(t.aligned) == len(t.tokens) + 1
     if t.text == tgts[0]:
         assert t.alignment == [(j, j) for j in range(len(srcs[0].split()))]
+    # saliency="mean": the head's rows (not the attention's) averaged with the saliency's
+    salient = [np.array(w) for w in translator.force(srcs, tgts, saliency=True)]
+    mean = [np.array(w) for w in translator.force(srcs, tgts, saliency="mean")]
+    for m, h, s in zip(mean, heads, salient):
+        np.testing.assert_allclose(m, (h + s) / 2, atol=1e-6)
+    t = translator.translate([srcs[0]], saliency="mean")[0]
+    assert t.aligned == translator.force([srcs[0]], [t.text], saliency="mean")[0]
 
 
 def test_the_head_needs_guidance_and_shift_0(tmp_path):

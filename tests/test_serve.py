@@ -127,8 +127,14 @@ def test_saliency_links_on_request(live, translator, reverse_model):
     status, _, body = live.request("/translate", {"text": "<b>w1</b> w2 w3", "format": "html",
                                                   "saliency": True})
     assert status == 200 and body["translation"]["text"] == transfer(marked, t.text, t.alignment)
-    status, _, body = live.request("/translate", {"text": "w1", "saliency": "yes"})
-    assert status == 422 and body["field"] == "saliency"
+    mean = translator.translate(sentences[:8], beam=3, saliency="mean")
+    status, _, body = live.request("/translate", {"texts": sentences[:8], "beam": 3, "alignment": True,
+                                                  "saliency": "mean"})
+    assert status == 200
+    assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment] for t in mean]
+    for bad in ("yes", 1, 0, None, ["mean"]):
+        status, _, body = live.request("/translate", {"text": "w1", "saliency": bad})
+        assert status == 422 and body["field"] == "saliency" and "true, false or" in body["error"]
     int8 = load(reverse_model, device="cpu", quantize="int8")
     with pytest.raises(ValueError, match="saliency takes gradients"):
         int8.translate(["w1 w2"], saliency=True)

@@ -145,6 +145,13 @@ def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path,
     assert right / total > 0.8  # the reversal's anti-diagonal
     assert main(base + ["--saliency", "--quantize", "int8"]) == 2
     assert "--saliency takes gradients" in capsys.readouterr().err
+    # --saliency mean: the links of the mean of the attention and saliency rows of each output
+    model.saliency_links = "mean"
+    mean = model.translate(sources)
+    assert main(base + ["--saliency", "mean"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [parse_pharaoh(line.split(" ||| ")[1])[0] for line in lines] == [set(t.alignment) for t in mean]
+    assert [t.aligned for t in mean] == model.force(sources, [t.text for t in mean], saliency="mean")
 
 
 def test_alignment_with_n_best_links_every_hypothesis(tmp_path, capsys):

@@ -228,12 +228,13 @@ def flip(links: Links) -> Links:
 
 def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
                    where: str = "<sources>", head: Optional[bool] = None,
-                   saliency: bool = False) -> list[list[list[float]]]:
+                   saliency: bool | str = False) -> list[list[list[float]]]:
     """Teacher-forced attention of `translator` (a loaded model) on each pair, merged to whitespace
     words: one row per target word and a last one for </s>, one column per source word.
     `where` names the file the sources came from, for errors. `head`: the alignment head's rows
     (model.alignment_head) instead of the attention; None: the head where the model has one.
-    `saliency`: gradient × input saliency rows instead of either (Translator._saliency)."""
+    `saliency`: gradient × input saliency rows instead of either (Translator._saliency); "mean":
+    the mean of those and the attention's (the head's where the model has one)."""
     from rnnsearch.io import DataError
 
     if translator.cfg.model.arch != "rnnsearch":

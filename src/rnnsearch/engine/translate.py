@@ -144,7 +144,8 @@ class Translator:
         self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
         self.shortlist: Optional[Any] = None  # use_shortlist(): the output layer over a lexical shortlist
         # links (Translation.aligned) from gradient x input saliency instead of the attention or head
-        self.saliency_links = False
+        # (True), or from the mean of the two ("mean")
+        self.saliency_links: bool | str = False
 
     def use_graphs(self, capture: Optional[bool] = None) -> None:
         """Decode through engine/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
@@ -213,7 +214,7 @@ class Translator:
     def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
                   alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
                   batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
-                  early_stop: Optional[bool] = None, saliency: Optional[bool] = None) -> list[Any]:
+                  early_stop: Optional[bool] = None, saliency: Optional[bool | str] = None) -> list[Any]:
         """Translate sentences; an empty sentence gives an empty translation.
 
         Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence
@@ -222,10 +223,11 @@ class Translator:
         pieces of that length and the pieces joined (its attention is then block-diagonal),
         so no input can stall the decoder and every line gets a translation. `early_stop`: see
         :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
-        `saliency`: Translation.aligned from gradient x input saliency (default: saliency_links).
+        `saliency`: Translation.aligned from gradient x input saliency, or "mean" for its mean with
+        the attention (head) rows (:meth:`force`; default: saliency_links).
         """
         d = self.cfg.decode
-        saliency = self.saliency_links if saliency is None else saliency
+        saliency = self.saliency_links if saliency is None else saliency  # False, True or "mean"
         beam = d.beam if beam is None else beam
         if not 1 <= n_best <= beam:
             raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
@@ -315,20 +317,21 @@ class Translator:
                            self.src_tok.pieces(src_ids), weights)
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
-              head: bool = False, saliency: bool = False) -> list[Optional[list[list[float]]]]:
+              head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
         """Attention under teacher forcing on given translations (for alignment scoring).
 
         Returns per pair the weights, one row per target token plus </s>, columns in the
         source's reading order (also with reverse_source); None for RNNencdec. `head`: the
         alignment head's β rows instead (model.alignment_head; its </s> row is zero).
-        `saliency`: rows of gradient × input saliency instead (:meth:`_saliency`).
+        `saliency`: rows of gradient × input saliency instead (:meth:`_saliency`); "mean": the
+        mean of those and the attention's (the head's where the model has one), cell by cell.
         """
         pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
         return self._forced(pairs, batch_size, head, saliency)
 
     @torch.no_grad()
     def _forced(self, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
-                head: bool = False, saliency: bool = False) -> list[Optional[list[list[float]]]]:
+                head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
         """force() on (source ids in reading order, target ids) pairs."""
         from rnnsearch.engine.data import Example, collate
 
@@ -336,6 +339,8 @@ class Translator:
             raise ValueError("this model has no alignment head (model.alignment_head)")
         if head and saliency:
             raise ValueError("head and saliency are two kinds of weights: ask for one")
+        if saliency not in (False, True, "mean"):
+            raise ValueError(f"saliency is True, False or \"mean\", got {saliency!r}")
         if saliency and self.quantized != "none":
             raise ValueError(f"saliency takes gradients through the model; its {self.quantized} products "
                              "have none (load it without quantize)")
@@ -348,11 +353,12 @@ class Translator:
         for group in iterate_sorted([examples[k].src for k in todo], batch_size):
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
-            if saliency:
-                attn = self._saliency(batch)
-            else:
-                _, attn, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
-                attn = beta[0] if head else attn
+            attn = self._saliency(batch) if saliency else None
+            if saliency is not True:  # False or "mean": the attention (or the head's) rows
+                head = head or (saliency == "mean" and self.model.align_head is not None)
+                _, weights, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
+                weights = beta[0] if head else weights
+                attn = weights if attn is None or weights is None else (attn + weights) / 2
             if attn is None:
                 return [None] * len(examples)
             for row, g in enumerate(group):

@@ -103,9 +103,11 @@ def add_align(sub) -> None:
     p.add_argument("--shift", type=int, default=0, choices=[0, 1],
                    help="1: link target word y_i by alpha_{i+1} (computed after the decoder read y_i) "
                         "instead of alpha_i (computed from s_{i-1}, before it); choose on held-out data")
-    p.add_argument("--saliency", action="store_true",
+    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
                    help="links from gradient x input saliency (how much each source word's embedding "
-                        "moves log p of each target word) instead of the attention weights")
+                        "moves log p of each target word) instead of the attention weights; "
+                        "--saliency mean: from the mean of the two (of the alignment head and the "
+                        "saliency, where the model has a head: the best links of a guided model)")
     p.add_argument("--reverse-model", metavar="DIR",
                    help="a model of the other direction (tgt->src): align both ways and symmetrise")
     p.add_argument("--symmetrize", default="grow-diag-final-and",
@@ -125,13 +127,17 @@ def add_align(sub) -> None:
     p.set_defaults(func=cmd_align)
 
 
+# --saliency's value as Translator.force takes it
+SALIENCY: dict[str | None, bool | str] = {None: False, "alone": True, "mean": "mean"}
+
+
 def _word_attention(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list:
     """Teacher-forced word attention per pair of the model in `model_dir`."""
     from rnnsearch.engine.alignment import word_attention
     from rnnsearch.engine.translate import load
 
     return word_attention(load(model_dir, device=args.device), sources, targets, where,
-                          saliency=args.saliency)
+                          saliency=SALIENCY[args.saliency])
 
 
 def _plain(text: str) -> str:
@@ -181,6 +187,6 @@ def cmd_align(args) -> None:
         if args.reverse_model:
             scores["symmetrize"] = args.symmetrize
         if args.saliency:
-            scores["weights"] = "saliency"
+            scores["weights"] = {"alone": "saliency", "mean": "attention+saliency"}[args.saliency]
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}
         print(json.dumps(shown, indent=2))

@@ -11,6 +11,7 @@ from typing import Optional
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.alignment import DEFAULT_SHIFT, format_pharaoh, format_soft, hard_links, read_lexicon
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
+from rnnsearch.tools.cli.attention import SALIENCY
 from rnnsearch.tools.cli.common import add_quantize, read_input
 
 log = logging.getLogger("rnnsearch")
@@ -31,10 +32,11 @@ def add_translate(sub) -> None:
                    help="append ' ||| ' and the links to every output line: hard (the default), "
                    "Pharaoh i-j pairs, source word i, target word j, 0-based, one per target word; "
                    "soft, j:i=w,i=w groups of attention weights (docs/alignment.md)")
-    p.add_argument("--saliency", action="store_true",
+    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
                    help="links (--alignment, --format html, --replace-unk) from gradient x input saliency "
                         "of each output word instead of the attention: far better from an unguided model "
-                        "(docs/alignment.md), one backward pass per output word")
+                        "(docs/alignment.md), one backward pass per output word; --saliency mean: from "
+                        "the mean of the two (with a guided alignment head, better than either)")
     p.add_argument("--alignment-shift", type=int, choices=[0, 1], default=DEFAULT_SHIFT,
                    help="1: link target word y_i by alpha_{i+1} instead of alpha_i (the default, "
                    "better on the Hansards trial sentences; docs/alignment.md); also for --replace-unk")
@@ -71,7 +73,7 @@ def cmd_translate(args) -> None:
     lexicon = read_lexicon(args.lexicon) if args.lexicon else None
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
                      shortlist=args.shortlist)
-    model.saliency_links = args.saliency
+    model.saliency_links = SALIENCY[args.saliency]
     beam = args.beam if args.beam is not None else model.cfg.decode.beam
     if beam < 1 or not 1 <= args.n_best <= beam:
         raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "

@@ -41,7 +41,7 @@ class Query:
     alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
     markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
     model: str | None = None  # the native API's "model": the name of the loaded model asked for
-    saliency: bool = False  # links (alignment, html tags) from gradient x input saliency
+    saliency: bool | str = False  # links (alignment, html tags) from saliency, or "mean" (Translator.force)
 
 
 @dataclass
@@ -54,7 +54,7 @@ class _Job:
         # the attention is decoded for links too; what a request gets back is native.translation_json's
         q = self.query
         links = q.alignment or q.markup is not None
-        self.params = (q.beam, q.n_best, q.attention or links, q.saliency and links)
+        self.params = (q.beam, q.n_best, q.attention or links, q.saliency if links else False)
 
 
 class QueueFull(Exception):

@@ -4,7 +4,8 @@
                       "alignment" (true: word links [[source, target], ...] with every translation),
                       "format" ("html": inline tags carried to the aligned words, engine/markup.py),
                       "saliency" (true: those links from gradient x input saliency, not attention;
-                      slower, the sharper alignment; not with an int8 model),
+                      "mean": from the mean of the two; slower, the sharper alignment; not with
+                      an int8 model),
                       "model" (the name of a loaded model; default: the first)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
@@ -105,10 +106,13 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
     beam = _integer(body, "beam", beams[model], 1, limits.max_beam)
     n_best = _integer(body, "n_best", 1, 1, beam)
     flags = {}
-    for key in ("attention", "alignment", "saliency"):
+    for key in ("attention", "alignment"):
         flags[key] = body.get(key, False)
         if not isinstance(flags[key], bool):
             raise RequestError(422, f"{key} must be true or false", key)
+    flags["saliency"] = body.get("saliency", False)
+    if not (isinstance(flags["saliency"], bool) or flags["saliency"] == "mean"):
+        raise RequestError(422, "saliency must be true, false or \"mean\"", "saliency")
     fmt = body.get("format", "text")
     if fmt not in ("text", "html"):
         raise RequestError(422, f"format must be \"text\" or \"html\", got {json.dumps(fmt)}", "format")
