@@ -231,7 +231,9 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
 
 
 def _mean_rows(a: list, b: list) -> list:
-    """Two kinds of word-level weights averaged cell by cell, sentence by sentence."""
+    """Two kinds of word-level weights averaged cell by cell, sentence by sentence: what
+    word_attention(saliency="mean") gives (the merge to words is linear), from rows already
+    computed rather than a second pass of saliency."""
     return [[[(x + y) / 2 for x, y in zip(ra, rb)] for ra, rb in zip(wa, wb)] for wa, wb in zip(a, b)]
 
 
@@ -392,8 +394,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--weights", nargs="+", choices=WEIGHTS, default=["attention"],
                     help="which weights to make links from, each scored (and chosen on trial): the "
                          "attention (or head), gradient x input saliency, the mean of those two, the "
-                         "attention averaged over "
-                         "the kept snapshots (train.keep_last), the averaged snapshots' attention")
+                         "attention averaged over the kept snapshots (train.keep_last), the averaged "
+                         "snapshots' attention")
     ap.add_argument("--last-snapshots", type=int, default=0, metavar="N",
                     help="--weights snapshot-mean/averaged: the last N kept snapshots only (0: all)")
     ap.add_argument("--skip-eflomal", action="store_true")

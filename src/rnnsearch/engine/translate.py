@@ -341,9 +341,11 @@ class Translator:
             raise ValueError("head and saliency are two kinds of weights: ask for one")
         if saliency not in (False, True, "mean"):
             raise ValueError(f"saliency is True, False or \"mean\", got {saliency!r}")
-        if saliency and self.quantized != "none":
-            raise ValueError(f"saliency takes gradients through the model; its {self.quantized} products "
-                             "have none (load it without quantize)")
+        refusal = self.saliency_refusal() if saliency else None
+        if refusal:
+            raise ValueError(refusal)
+        # "mean" averages the saliency with the rows links are otherwise read from: the head's if any
+        head = head or (saliency == "mean" and self.model.align_head is not None)
         self.model.eval()
         rev = self.cfg.data.reverse_source
         examples = [Example(src[::-1] if rev else list(src), list(tgt), k)
@@ -354,11 +356,10 @@ class Translator:
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
             attn = self._saliency(batch) if saliency else None
-            if saliency is not True:  # False or "mean": the attention (or the head's) rows
-                head = head or (saliency == "mean" and self.model.align_head is not None)
+            if saliency is not True:  # False or "mean": the attention (or head) rows
                 _, weights, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
                 weights = beta[0] if head else weights
-                attn = weights if attn is None or weights is None else (attn + weights) / 2
+                attn = weights if attn is None else (attn + weights) / 2  # None both, for RNNencdec
             if attn is None:
                 return [None] * len(examples)
             for row, g in enumerate(group):
@@ -368,6 +369,13 @@ class Translator:
                     w = w.flip(-1)
                 out[g] = w.tolist()
         return out
+
+    def saliency_refusal(self) -> Optional[str]:
+        """Why this model cannot give saliency rows (they take gradients through it), or None."""
+        if self.quantized != "none":
+            return (f"saliency takes gradients through the model; its {self.quantized} products have "
+                    "none (load it without quantization)")
+        return None
 
     @torch.enable_grad()
     def _saliency(self, batch) -> Optional[torch.Tensor]:

@@ -217,9 +217,9 @@ async def native_translate(request, raw: bytes, models, limits: Limits, guard):
     except RequestError as e:
         return error(e.status, e.message, e.field)
     served = models.by_name[query.model]
-    if query.saliency and served.translator.quantized != "none":
-        return error(422, f"saliency takes gradients through the model; {query.model!r} decodes with "
-                          f"{served.translator.quantized} products, which have none", "saliency")
+    refusal = served.translator.saliency_refusal() if query.saliency else None
+    if refusal:  # refused before queueing: in a batch it would fail the other requests too
+        return error(422, f"model {query.model!r}: {refusal}", "saliency")
     denial = guard.admit(bearer_key(request), client_address(request))
     if denial is not None:
         status = 403 if denial.kind == "key" else 429
