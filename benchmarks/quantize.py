@@ -3,20 +3,23 @@ model: sentences/s and BLEU.
 
     python -m benchmarks.quantize --model runs/multi30k_de_en_cpu \
         --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz \
-        [--kinds fp32 int8 bf16 fp32+shortlist int8+shortlist] [--shortlist PATH|auto]
+        [--kinds fp32 int8 int8-x86 bf16 fp32+shortlist int8+shortlist] [--shortlist PATH|auto]
 
-The model is loaded once per kind (``rnnsearch.load(..., quantize="none" | "int8")``; bf16 is the
-fp32 model decoding under ``precision="bf16"``); each round decodes the whole test set with every
-kind, rotating which goes first, greedy and beam 5, so that a noisy machine slows all alike; the
-speed of each is its median over the rounds. BLEU (sacrebleu, 13a) is of the translations each
-produced; every kind is compared with fp32. A "+shortlist" kind decodes over `--shortlist`
-(engine/shortlist.py); its coverage is the share of the reference's target pieces that are on
-their sentence's list, and its size the mean number of ids a sentence's list holds. Prints one
-JSON object; docs/benchmarks.md, "int8 decoding" and "Lexical shortlists", has the figures.
+The model is loaded once per kind (``rnnsearch.load(..., quantize="none" | "int8")``; bf16 is
+the fp32 model decoding under ``precision="bf16"``; ``int8-x86`` packs the int8 weights with
+PyTorch's x86 engine instead of the one engine/quantize.py chooses for this CPU); each round
+decodes the whole test set with every kind, rotating which goes first, greedy and beam 5, so
+that a noisy machine slows all alike; the speed of each is its median over the rounds. BLEU
+(sacrebleu, 13a) is of the translations each produced; every kind is compared with fp32. A
+"+shortlist" kind decodes over `--shortlist` (engine/shortlist.py); its coverage is the share of
+the reference's target pieces that are on their sentence's list, and its size the mean number of
+ids a sentence's list holds. Prints one JSON object; docs/benchmarks.md, "int8 decoding" and
+"Lexical shortlists", has the figures.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -26,11 +29,28 @@ import torch
 import rnnsearch
 from benchmarks.common import cpu_name, print_result
 from rnnsearch.engine.evaluate import score_corpus
+from rnnsearch.engine.quantize import int8_engine
 from rnnsearch.io import read_aligned
 
-# kind -> (what rnnsearch.load quantizes, the precision translate runs in, over the shortlist)
-KINDS = {"fp32": ("none", "fp32", False), "int8": ("int8", "fp32", False), "bf16": ("none", "bf16", False),
-         "fp32+shortlist": ("none", "fp32", True), "int8+shortlist": ("int8", "fp32", True)}
+# kind -> (what rnnsearch.load quantizes, the precision translate runs in, over the shortlist,
+# the int8 engine: "" for the one chosen for this CPU)
+KINDS = {"fp32": ("none", "fp32", False, ""), "int8": ("int8", "fp32", False, ""),
+         "int8-x86": ("int8", "fp32", False, "x86"), "bf16": ("none", "bf16", False, ""),
+         "fp32+shortlist": ("none", "fp32", True, ""), "int8+shortlist": ("int8", "fp32", True, "")}
+
+
+def load(model: str, quantize: str, shortlist: str | None, engine: str):
+    """rnnsearch.load, the int8 weights packed by `engine` where one is named."""
+    if not engine:
+        return rnnsearch.load(model, device="cpu", quantize=quantize, shortlist=shortlist)
+    before = os.environ.get("RNNSEARCH_INT8_ENGINE")
+    os.environ["RNNSEARCH_INT8_ENGINE"] = engine
+    try:
+        return rnnsearch.load(model, device="cpu", quantize=quantize, shortlist=shortlist)
+    finally:
+        os.environ.pop("RNNSEARCH_INT8_ENGINE")
+        if before is not None:
+            os.environ["RNNSEARCH_INT8_ENGINE"] = before
 
 
 def coverage(translator, src: list[str], ref: list[str]) -> dict:
@@ -68,25 +88,25 @@ def main() -> None:
     if args.sentences:
         src, ref = src[: args.sentences], ref[: args.sentences]
     kinds = ["fp32"] + [k for k in dict.fromkeys(args.kinds) if k != "fp32"]
-    loaded = {(q, short): rnnsearch.load(args.model, device="cpu", quantize=q,
-                                         shortlist=args.shortlist if short else None)
-              for q, _, short in {KINDS[k] for k in kinds}}
+    loaded = {(q, short, engine): load(args.model, q, args.shortlist if short else None, engine)
+              for q, _, short, engine in {KINDS[k] for k in kinds}}
     seconds: dict = {(k, b): [] for k in kinds for b in args.beams}
     hyps: dict = {}
     for r in range(args.rounds):
         order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]  # each kind first in turn
         for beam in args.beams:
             for kind in order:
-                quantize, precision, short = KINDS[kind]
+                quantize, precision, short, engine = KINDS[kind]
                 start = time.perf_counter()
-                out = loaded[quantize, short].translate(src, beam=beam, attention=False, precision=precision)
+                out = loaded[quantize, short, engine].translate(src, beam=beam, attention=False,
+                                                                precision=precision)
                 seconds[kind, beam].append(time.perf_counter() - start)
                 hyps[kind, beam] = [t.text for t in out]
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
                     "rounds": args.rounds, "machine": cpu_name(), "torch": torch.__version__,
-                    "quantized_engine": torch.backends.quantized.engine,
+                    "quantized_engine": int8_engine()[0],
                     "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
-    short = next((t for (q, s), t in loaded.items() if s), None)
+    short = next((t for (q, s, e), t in loaded.items() if s), None)
     if short is not None:
         result["shortlist"] = {**coverage(short, src, ref), "source": short.shortlist.meta["source"],
                                "frequent": short.shortlist.meta["frequent"],

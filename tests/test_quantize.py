@@ -9,7 +9,8 @@ from conftest import random_batch, tiny_model
 from torch import nn
 
 import rnnsearch
-from rnnsearch.engine.quantize import Int8Linear, quantize_int8_
+from rnnsearch.engine import quantize
+from rnnsearch.engine.quantize import Int8Linear, int8_engine, quantize_int8_
 from rnnsearch.nn.search import beam_search
 from rnnsearch.tools.cli import main
 
@@ -27,6 +28,56 @@ def test_int8_linear_is_close_to_the_fp32_product():
     assert 0 < err < 0.05
     no_bias = Int8Linear(lin.weight, None)
     assert torch.allclose(no_bias(x) + lin.bias, got, atol=1e-5)
+
+
+def simulate_cpu(monkeypatch, flags):
+    monkeypatch.setattr(quantize, "cpu_info", lambda: ("Test CPU", set(flags)))
+
+
+@pytest.mark.parametrize("flags", [{"avx2"}, {"avx2", "avx512_vnni"}, {"avx2", "amx_int8", "amx_tile"}])
+def test_the_int8_engine_is_onednn_with_8_bit_activations_only_on_amx(monkeypatch, flags):
+    simulate_cpu(monkeypatch, flags)
+    monkeypatch.delenv("RNNSEARCH_INT8_ENGINE", raising=False)
+    engine, reduce_range = int8_engine()
+    if "amx_int8" in flags and "onednn" in torch.backends.quantized.supported_engines:
+        assert (engine, reduce_range) == ("onednn", False)
+    else:
+        assert (engine, reduce_range) == (torch.backends.quantized.engine, True)
+    default = torch.backends.quantized.engine
+    Int8Linear.of(nn.Linear(8, 4))
+    assert torch.backends.quantized.engine == default  # packing leaves the global engine as it was
+
+
+def test_a_bad_int8_engine_is_refused_before_anything_is_swapped(monkeypatch):
+    monkeypatch.setenv("RNNSEARCH_INT8_ENGINE", "tpu")
+    model = tiny_model(seed=2, double=False, emb=16, hidden=24, align=20, maxout=12)
+    with pytest.raises(ValueError, match="RNNSEARCH_INT8_ENGINE=tpu: not a quantized engine.*it has: "):
+        quantize_int8_(model)
+    assert isinstance(model.W_o, nn.Linear)
+
+
+@pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines, reason="no oneDNN engine")
+@pytest.mark.parametrize("rows", [1, 3, 32, 45])
+def test_onednn_products_pad_rows_to_32_and_give_each_row_its_own_result(monkeypatch, rows):
+    simulate_cpu(monkeypatch, {"amx_int8"})
+    monkeypatch.delenv("RNNSEARCH_INT8_ENGINE", raising=False)
+    torch.manual_seed(rows)
+    lin = nn.Linear(64, 40)
+    q = Int8Linear.of(lin)
+    assert (q.engine, q.reduce_range) == ("onednn", False)
+    x = torch.randn(rows, 64)
+    seen, kernel = [], torch.ops.quantized.linear_dynamic
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", lambda a, *rest, **kw: seen.append(a.size(0))
+                        or kernel(a, *rest, **kw))
+    got = q(x)
+    assert seen == [-(-rows // 32) * 32]  # oneDNN sees a multiple of 32 rows: one kernel per 32
+    monkeypatch.undo()
+    # the same product without the zero rows: padding changes nothing (the range keeps 0 anyway)
+    want = torch.ops.quantized.linear_dynamic(x, q._packed, reduce_range=False)
+    assert got.shape == (rows, 40) and torch.allclose(got, want, atol=1e-6)
+    # 8-bit activations: closer to fp32 than the 7-bit bound of the AVX2 path
+    err = (got - lin(x)).abs().max() / lin(x).abs().max()
+    assert 0 < err < 0.03
 
 
 @pytest.mark.parametrize("options", [{}, {"gru": "cudnn"}, {"score": "general"}, {"arch": "rnnencdec"}])

@@ -10,25 +10,49 @@ What is quantised is what runs once per target word: the decoder GRU (its input 
 recurrent U, through the project's own GRU code), the context projection C, the attention
 query W_a (or W_g), the deep output U_o, V_o, C_o and the output layer W_o. The encoder and
 the attention keys run once per sentence and stay fp32, and so do softmaxes and the elementwise
-gates. The kernels are PyTorch's fbgemm/oneDNN dynamic linear (``torch.ops.quantized``, the
-engine ``torch.backends.quantized.engine`` names). Torch 2.13 marks the ``torch.ao.quantization``
-front end deprecated (this module does not use it) and warns that quantized tensors, which
-packing the weights takes, will go; tests/test_quantize.py fails the day the kernels do.
+gates. The kernels are PyTorch's fbgemm/oneDNN dynamic linear (``torch.ops.quantized``); which
+engine packs the weights is :func:`int8_engine`'s choice: oneDNN on a CPU with AMX int8 tiles
+(2-3x fbgemm's speed at the output layer's shapes there, docs/benchmarks.md), else PyTorch's
+default. ``RNNSEARCH_INT8_ENGINE=x86|fbgemm|onednn`` overrides it, for comparisons. Torch 2.13
+marks the ``torch.ao.quantization`` front end deprecated (this module does not use it) and warns
+that quantized tensors, which packing the weights takes, will go; tests/test_quantize.py fails
+the day the kernels do.
 Measured speed and BLEU: docs/benchmarks.md, "int8 decoding".
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Optional
 
 import torch
 from torch import nn
 
+from rnnsearch.engine.precision import cpu_info
 from rnnsearch.nn.gru import GRU
 from rnnsearch.nn.model import RNNsearch
 
 KINDS = ("none", "int8")
+ENGINES = ("x86", "fbgemm", "onednn")
+ONEDNN_ROWS = 32  # oneDNN's products take rows in multiples of this (Int8Linear.forward says why)
+
+
+def int8_engine() -> tuple[str, bool]:
+    """The quantized engine that packs (and so runs) the int8 products, and whether activations
+    are cut to 7 bits (``reduce_range``). AVX2's u8 x s8 instruction adds pairs of products into
+    16 bits, which 8-bit activations could saturate; AMX's tile product sums into 32 bits, so on
+    an AMX CPU oneDNN takes all 8 bits (half the rounding error, measured at no cost)."""
+    supported = torch.backends.quantized.supported_engines
+    amx = "amx_int8" in cpu_info()[1]
+    chosen = os.environ.get("RNNSEARCH_INT8_ENGINE", "")
+    if chosen and (chosen not in ENGINES or chosen not in supported):
+        have = ", ".join(e for e in ENGINES if e in supported) or "none"
+        raise ValueError(f"RNNSEARCH_INT8_ENGINE={chosen}: not a quantized engine of this PyTorch "
+                         f"(it has: {have})")
+    if not chosen:
+        chosen = "onednn" if amx and "onednn" in supported else torch.backends.quantized.engine
+    return chosen, not (amx and chosen == "onednn")
 
 
 class Int8Linear(nn.Module):
@@ -44,7 +68,13 @@ class Int8Linear(nn.Module):
             warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
             q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
         b = None if bias is None else bias.detach().float().cpu()
-        self._packed = torch.ops.quantized.linear_prepack(q, b)
+        self.engine, self.reduce_range = int8_engine()
+        before = torch.backends.quantized.engine
+        try:  # the packed weights keep the engine they were packed with, whatever is global later
+            torch.backends.quantized.engine = self.engine
+            self._packed = torch.ops.quantized.linear_prepack(q, b)
+        finally:
+            torch.backends.quantized.engine = before
         # keep_float (the output layer): fp32 rows for model.output_layer, a shortlist's few rows
         self.weight: Optional[torch.Tensor] = w if keep_float else None
         self.bias: Optional[torch.Tensor] = b if keep_float else None
@@ -55,12 +85,17 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float().contiguous()
-        # reduce_range: 7-bit activations, so the u8 x s8 pair sums of AVX2 kernels cannot saturate
-        y = torch.ops.quantized.linear_dynamic(flat, self._packed, reduce_range=True)
-        return y.reshape(*x.shape[:-1], self.out_features)
+        rows = flat.size(0)
+        if self.engine == "onednn" and rows % ONEDNN_ROWS:
+            # oneDNN builds and caches a kernel per shape; a batch that shrinks one sentence at a time
+            # would overflow its cache (ten products x every row count) and rebuild them each step.
+            # Zero rows leave the activations' range, so the other rows' results, as they were.
+            flat = torch.nn.functional.pad(flat, (0, 0, 0, ONEDNN_ROWS - rows % ONEDNN_ROWS))
+        y = torch.ops.quantized.linear_dynamic(flat, self._packed, reduce_range=self.reduce_range)
+        return y[:rows].reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 ({self.engine})"
 
 
 class Int8Recurrent(nn.Module):
@@ -85,6 +120,7 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
         raise ValueError("int8 decoding runs on the CPU (--device cpu)")
     if torch.backends.quantized.engine == "none":
         raise ValueError("this PyTorch build has no quantized CPU engine (fbgemm, x86 or onednn)")
+    int8_engine()  # a bad RNNSEARCH_INT8_ENGINE is refused before anything is swapped
     model.eval()
     dec = model.decoder
     dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
