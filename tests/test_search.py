@@ -6,8 +6,11 @@ import pytest
 import torch
 from conftest import random_batch, tiny_model
 
+from rnnsearch.config import ModelConfig
 from rnnsearch.engine.vocab import BOS, EOS, PAD
-from rnnsearch.nn.search import beam_search, greedy_search
+from rnnsearch.nn import search
+from rnnsearch.nn.model import build_model
+from rnnsearch.nn.search import beam_search, greedy_search, top_k
 
 
 def sequence_log_prob(model, src, mask, tokens):
@@ -310,3 +313,45 @@ def test_hypotheses_sharing_one_copy_of_the_encoding_search_as_k_copies_do(arch,
             assert a.log_prob == pytest.approx(b.log_prob, abs=1e-9)
             if a.attention is not None:
                 assert torch.allclose(torch.tensor(a.attention), torch.tensor(b.attention), atol=1e-9)
+
+
+@pytest.mark.parametrize("width", [2048, 8000, 8001, 31999])
+@pytest.mark.parametrize("k", [1, 5, 12])
+def test_two_stage_top_k_equals_topk(width, k):
+    torch.manual_seed(width + k)
+    x = torch.randn(37, width).log_softmax(1)
+    x[:, :3] = float("-inf")  # <s>, <pad> and friends, as the search masks them
+    x[0, -1] = 5.0  # the best value in the last, shorter chunk
+    x[1, -k:] = 4.0 + torch.arange(k)  # all k in the last chunk
+    x[2] = float("-inf")  # a row with nothing left (a dead hypothesis)
+    x[2, 7] = 0.0
+    want = x.topk(k, dim=1)
+    got = top_k(x, k)
+    assert torch.equal(got[0], want[0])  # values: exact, sorted
+    assert torch.equal(got[1][[0, 1] + list(range(3, 37))], want[1][[0, 1] + list(range(3, 37))])
+    assert got[1][2, 0] == 7  # among equal values (-inf) the other indices may differ
+
+
+def test_two_stage_top_k_keeps_ties_values_right():
+    x = torch.zeros(4, 4096)
+    x[:, 100] = 1.0
+    values, where = top_k(x, 5)
+    assert torch.equal(values, torch.tensor([[1.0, 0, 0, 0, 0]] * 4))
+    assert (where[:, 0] == 100).all() and len(set(where[0].tolist())) == 5
+
+
+def test_beam_search_takes_the_same_words_with_either_top_k(monkeypatch):
+    torch.manual_seed(4)
+    cfg = ModelConfig(emb=8, hidden=6, align=7, maxout=5, init="paper")
+    model = build_model(cfg, 17, 2500)  # wide enough for the two-stage path
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+    model.eval()
+    src, mask = random_batch([7, 5, 9, 4])
+    chunked = beam_search(model, src, mask, beam=4, n_best=4)
+    monkeypatch.setattr(search, "top_k", lambda x, k: x.topk(k, dim=1))
+    plain = beam_search(model, src, mask, beam=4, n_best=4)
+    assert [[h.tokens for h in hs] for hs in chunked] == [[h.tokens for h in hs] for hs in plain]
+    scores = [h.score for hs in plain for h in hs]
+    assert [h.score for hs in chunked for h in hs] == pytest.approx(scores, abs=1e-6)

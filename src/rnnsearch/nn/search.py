@@ -110,6 +110,31 @@ class _Output:
         return cls(vocab, model.output_layer(vocab), eos, never)
 
 
+CHUNKED_TOPK_FROM = 2048  # vocabularies at least this wide take top_k's two-stage path
+
+
+def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x.topk(k, dim=1)`` (values sorted, largest first), exact, in about half the time for a
+    wide row: torch's CPU topk costs twice a log-softmax over the same (rows, 8,000). The row is
+    cut into chunks of about √V; the k chunks with the largest maxima hold the k largest values
+    (a chunk left out has k chunks above it, each holding a value at least as large), so the
+    second topk runs over k chunks, not V. Among equal values the index may differ from topk's."""
+    rows, width = x.shape
+    size = max(k, int(width ** 0.5))
+    if width < CHUNKED_TOPK_FROM or width < 4 * k * size:
+        return x.topk(k, dim=1)
+    whole = width // size
+    maxima = x[:, : whole * size].view(rows, whole, size).amax(2)
+    if whole * size < width:  # the last, shorter chunk
+        maxima = torch.cat([maxima, x[:, whole * size:].amax(1, keepdim=True)], 1)
+    chunks = maxima.topk(k, dim=1).indices  # (rows, k)
+    cols = (chunks.unsqueeze(2) * size + torch.arange(size, device=x.device)).view(rows, k * size)
+    past = cols >= width  # the short chunk's missing tail
+    values = x.gather(1, cols.clamp(max=width - 1)).masked_fill_(past, float("-inf"))
+    best, at = values.topk(k, dim=1)
+    return best, cols.gather(1, at)
+
+
 def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
     """Each row's K best words and their log-probabilities, and the log-probability of </s>;
     <s> and <pad> are never among them. Over a shortlist, its ids (fewer than K: -inf, <pad>)."""
@@ -117,7 +142,7 @@ def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
     if out is None:
         log_p[:, BOS] = neg_inf  # never generated
         log_p[:, PAD] = neg_inf  # only as the frozen extension of a finished hypothesis
-        top_lp, top_word = log_p.topk(K, dim=1)
+        top_lp, top_word = top_k(log_p, K)
         return top_lp, top_word, log_p[:, EOS]
     log_p[:, out.never] = neg_inf
     top_lp, top = log_p.topk(min(K, log_p.size(1)), dim=1)
