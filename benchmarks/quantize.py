@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+from unittest import mock
 
 import torch
 
@@ -41,16 +42,8 @@ KINDS = {"fp32": ("none", "fp32", False, ""), "int8": ("int8", "fp32", False, ""
 
 def load(model: str, quantize: str, shortlist: str | None, engine: str):
     """rnnsearch.load, the int8 weights packed by `engine` where one is named."""
-    if not engine:
+    with mock.patch.dict(os.environ, {"RNNSEARCH_INT8_ENGINE": engine} if engine else {}):
         return rnnsearch.load(model, device="cpu", quantize=quantize, shortlist=shortlist)
-    before = os.environ.get("RNNSEARCH_INT8_ENGINE")
-    os.environ["RNNSEARCH_INT8_ENGINE"] = engine
-    try:
-        return rnnsearch.load(model, device="cpu", quantize=quantize, shortlist=shortlist)
-    finally:
-        os.environ.pop("RNNSEARCH_INT8_ENGINE")
-        if before is not None:
-            os.environ["RNNSEARCH_INT8_ENGINE"] = before
 
 
 def coverage(translator, src: list[str], ref: list[str]) -> dict:

@@ -120,7 +120,6 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
         raise ValueError("int8 decoding runs on the CPU (--device cpu)")
     if torch.backends.quantized.engine == "none":
         raise ValueError("this PyTorch build has no quantized CPU engine (fbgemm, x86 or onednn)")
-    int8_engine()  # a bad RNNSEARCH_INT8_ENGINE is refused before anything is swapped
     model.eval()
     dec = model.decoder
     dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8

@@ -145,7 +145,7 @@ def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
         top_lp, top_word = top_k(log_p, K)
         return top_lp, top_word, log_p[:, EOS]
     log_p[:, out.never] = neg_inf
-    top_lp, top = log_p.topk(min(K, log_p.size(1)), dim=1)
+    top_lp, top = top_k(log_p, min(K, log_p.size(1)))
     top_word = out.vocab[top]
     if top.size(1) < K:
         short = K - top.size(1)
