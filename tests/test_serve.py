@@ -120,8 +120,10 @@ def test_saliency_links_on_request(live, translator, reverse_model):
         assert [t["text"] for t in body["translations"]] == [t.text for t in want[k:k + 8]]
         assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment]
                                                                   for t in want[k:k + 8]]
-    status, _, body = live.request("/translate", {"text": "w1 w2 w3", "alignment": True, "saliency": True})
-    assert body["translation"]["alignment"] == [[0, 2], [1, 1], [2, 0]]  # it mirrors too
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3", "beam": 3, "alignment": True,
+                                                  "saliency": True})  # one text, not a list: the same links
+    one = translator.translate(["w1 w2 w3"], beam=3, saliency=True)[0]
+    assert body["translation"]["alignment"] == [list(x) for x in one.alignment]
     marked = parse("<b>w1</b> w2 w3")
     t = translator.translate([marked.text], saliency=True)[0]
     status, _, body = live.request("/translate", {"text": "<b>w1</b> w2 w3", "format": "html",
@@ -149,16 +151,16 @@ def test_html_format_carries_tags_to_the_aligned_words(live, translator):
     the target words aligned to the words it enclosed (the reversal model mirrors them), every tag
     once, byte for byte; a line without tags is translated as it is, one without words keeps its
     tags alone (an empty text is refused as in the text format)."""
-    lines = ['w1 <b>w2</b> <a href="x?a=1&amp;b=2">w3</a>', "w4 w5", "<br/>"]
+    lines = ['w1 <b>w2</b> <a href="x?a=1&amp;b=2">w3</a>', "w4 w5 w6", "<br/>"]  # 3-7 words, as trained
     status, _, body = live.request("/translate", {"texts": lines, "beam": 3, "format": "html"})
     assert status == 200
     got = [t["text"] for t in body["translations"]]
     assert got[0] == '<a href="x?a=1&amp;b=2">w3</a> <b>w2</b> w1'
-    assert got[1] == translator.translate(["w4 w5"], beam=3)[0].text == "w5 w4"
+    assert got[1] == translator.translate(["w4 w5 w6"], beam=3)[0].text == "w6 w5 w4"
     assert got[2] == "<br/>"
-    status, _, body = live.request("/translate", {"text": "<i>w6</i> w7", "beam": 3, "n_best": 2,
+    status, _, body = live.request("/translate", {"text": "<i>w6</i> w7 w8", "beam": 3, "n_best": 2,
                                                   "format": "html"})
-    assert status == 200 and body["translation"]["text"] == "w7 <i>w6</i>"
+    assert status == 200 and body["translation"]["text"] == "w8 w7 <i>w6</i>"
     assert all(e["text"].count("<i>") == 1 for e in body["translation"]["n_best"])
     status, _, body = live.request("/translate", {"text": "w1", "format": "xml"})
     assert status == 422 and body["field"] == "format"

@@ -257,15 +257,17 @@ def test_alignment_flags_refuse_what_they_cannot_do(tmp_path, capsys):
 def test_format_html_carries_tags_to_the_aligned_words(reverse_model, tmp_path, capsys):
     """The reversal model's attention is anti-diagonal, so a tag around source word k belongs
     around target word n-1-k; attributes come through byte for byte, the output is well-formed."""
-    lines = ['w1 <b>w2</b> w3 w4', '<a href="x?a=1&amp;b=2" class=\'c\'>w5</a> w6 w7', 'w8 w9<br/>', "",
+    lines = ['w1 <b>w2</b> w3 w4', '<a href="x?a=1&amp;b=2" class=\'c\'>w5</a> w6 w7', 'w7 w8 w9<br/>', "",
              "no tags here w1 w2", "<i>unclosed w3 w4"]
     model = rnnsearch.load(reverse_model, device="cpu")
-    plain = [t.text for t in model.translate(["w1 w2 w3 w4", "w5 w6 w7", "w8 w9"], beam=3)]
-    assert plain == ["w4 w3 w2 w1", "w7 w6 w5", "w9 w8"]  # the task learned: reversal
+    # sentences of the lengths it learned (3-7 words): a 2-word one is outside the task
+    plain = [t.text for t in model.translate(["w1 w2 w3 w4", "w5 w6 w7", "w7 w8 w9"], beam=3)]
+    assert plain == ["w4 w3 w2 w1", "w7 w6 w5", "w9 w8 w7"]  # the task learned: reversal
     out = _translate(capsys, reverse_model, tmp_path, "--format", "html", "--beam", "3", lines=lines)
     assert out[0] == "w4 w3 <b>w2</b> w1"
     assert out[1] == 'w7 w6 <a href="x?a=1&amp;b=2" class=\'c\'>w5</a>'
-    assert out[2].replace(" ", "") in ("w9w8<br/>", "w9<br/>w8")  # a point tag: before or after w8
+    # a point tag comes back once, after a word: which one follows the links (seeds differ)
+    assert out[2].replace(" ", "") in ("w9<br/>w8w7", "w9w8<br/>w7", "w9w8w7<br/>")
     assert out[3] == ""
     assert out[5].startswith("<i>") and out[5].endswith("</i>")  # closed at the end of the line
     assert _translate(capsys, reverse_model, tmp_path, "--format", "html", "--beam", "3",
