@@ -3,7 +3,7 @@ next to a statistical aligner (eflomal) on the same sentences.
 
     python -m benchmarks.hansards_aer --data DIR --work runs/hansards [--minutes 45 | --steps N]
         [--both-directions | --agreement 1.0] [--threads 1] [--set train.device=cuda ...]
-        [--weights attention saliency attention+saliency snapshot-mean averaged]
+        [--weights attention saliency attention+saliency snapshot-mean averaged] [--ensemble WORK ...]
 
 1. Normalise the Hansards training text (hansards_csc401_en_fr: raw, cased, accents stripped)
    the way the gold sentences were prepared (lower-cased, EGYPT-style tokens, French
@@ -20,7 +20,8 @@ next to a statistical aligner (eflomal) on the same sentences.
    the trial-chosen one marked. `--weights` adds other weights to make the links from, each
    scored the same way: gradient × input saliency, the mean of the attention (or head) and the
    saliency, the attention averaged over the run's kept snapshots (train.keep_last), and the
-   attention of those snapshots' averaged weights.
+   attention of those snapshots' averaged weights. `--ensemble WORK ...` averages each kind with
+   the same kind from the models of other work directories (trained the same way, another seed).
 4. eflomal (PyPI), installed into its own virtualenv by this script, aligns the same training
    text plus the test sentences; its forward, reverse and symmetrised (grow-diag-final-and)
    alignments are scored the same way.
@@ -190,43 +191,53 @@ WEIGHTS = ("attention", "saliency", "attention+saliency", "snapshot-mean", "aver
 
 def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[str], fr_path: str,
                  en_path: str, last: int = 0) -> dict[str, dict[str, list]]:
-    """{kind: {"fwd": rows, "rev": rows}}: each model's word-level weights on a split's pairs, for
-    each kind: "attention" (the head where the model has one), "saliency" (gradient × input),
-    "attention+saliency" (the mean of those two, cell by cell: two opinions on each row),
-    "snapshot-mean" (the attention averaged over the model's kept snapshots, train.keep_last),
-    "averaged" (the attention of the snapshots' averaged weights); `last`: the last N snapshots
-    only (0: all kept)."""
-    from rnnsearch.engine.alignment import word_attention
-    from rnnsearch.engine.checkpoint import average_weights, load_weights, snapshots
+    """{kind: {"fwd": rows, "rev": rows}}: the word-level weights on a split's pairs of each side's
+    models (several: an ensemble, their weights averaged cell by cell), for each kind: "attention"
+    (the head where the model has one), "saliency" (gradient × input), "attention+saliency" (the
+    mean of those two, cell by cell: two opinions on each row), "snapshot-mean" (the attention
+    averaged over the model's kept snapshots, train.keep_last), "averaged" (the attention of the
+    snapshots' averaged weights); `last`: the last N snapshots only (0: all kept)."""
+    from rnnsearch.engine.alignment import mean_weights
 
     sides = {"fwd": (fr, en, fr_path), "rev": (en, fr, en_path)}
     out: dict[str, dict[str, list]] = {kind: {} for kind in kinds}
-    for side, translator in models.items():
-        src, tgt, where = sides[side]
-        rows: dict[str, list] = {}  # attention and saliency, each computed once a side
+    for side, translators in models.items():
+        each = [_model_weights(t, kinds, *sides[side], last) for t in translators]
         for kind in kinds:
-            if kind in ("attention", "saliency", "attention+saliency"):
-                for part in kind.split("+"):
-                    if part not in rows:
-                        rows[part] = word_attention(translator, src, tgt, where, saliency=part == "saliency")
-                both = kind not in rows
-                out[kind][side] = _mean_rows(rows["attention"], rows["saliency"]) if both else rows[kind]
-                continue
-            snaps = snapshots(translator.model_dir)[-last:] if last else snapshots(translator.model_dir)
-            if not snaps:
-                raise SystemExit(f"{translator.model_dir}: no snapshots for {kind} (train.keep_last)")
-            kept = {k: v.clone() for k, v in translator.model.state_dict().items()}
-            if kind == "averaged":
-                translator.model.load_state_dict(average_weights(snaps))
-                out[kind][side] = word_attention(translator, src, tgt, where)
-            else:
-                runs = []
-                for snap in snaps:
-                    load_weights(snap, translator.model)
-                    runs.append(word_attention(translator, src, tgt, where))
-                out[kind][side] = [[[sum(r[p][i][j] for r in runs) / len(runs) for j in range(len(row))]
-                                    for i, row in enumerate(runs[0][p])] for p in range(len(src))]
-            translator.model.load_state_dict(kept)
+            out[kind][side] = mean_weights([w[kind] for w in each])
+    return out
+
+
+def _model_weights(translator, kinds: tuple[str, ...], src: list[str], tgt: list[str], where: str,
+                   last: int) -> dict[str, list]:
+    """{kind: rows} of one model (pair_weights)."""
+    from rnnsearch.engine.alignment import mean_weights, word_attention
+    from rnnsearch.engine.checkpoint import average_weights, load_weights, snapshots
+
+    rows: dict[str, list] = {}  # attention and saliency, each computed once
+    out: dict[str, list] = {}
+    for kind in kinds:
+        if kind in ("attention", "saliency", "attention+saliency"):
+            for part in kind.split("+"):
+                if part not in rows:
+                    rows[part] = word_attention(translator, src, tgt, where, saliency=part == "saliency")
+            both = kind not in rows
+            out[kind] = _mean_rows(rows["attention"], rows["saliency"]) if both else rows[kind]
+            continue
+        snaps = snapshots(translator.model_dir)[-last:] if last else snapshots(translator.model_dir)
+        if not snaps:
+            raise SystemExit(f"{translator.model_dir}: no snapshots for {kind} (train.keep_last)")
+        kept = {k: v.clone() for k, v in translator.model.state_dict().items()}
+        if kind == "averaged":
+            translator.model.load_state_dict(average_weights(snaps))
+            out[kind] = word_attention(translator, src, tgt, where)
+        else:
+            runs = []
+            for snap in snaps:
+                load_weights(snap, translator.model)
+                runs.append(word_attention(translator, src, tgt, where))
+            out[kind] = mean_weights(runs)
+        translator.model.load_state_dict(kept)
     return out
 
 
@@ -268,16 +279,21 @@ def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: li
 
 
 def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = None,
-                  device: str = "cpu", kinds: tuple[str, ...] = ("attention",), last: int = 0) -> dict:
+                  device: str = "cpu", kinds: tuple[str, ...] = ("attention",), last: int = 0,
+                  ensemble: tuple[Path, ...] = ()) -> dict:
     """AER of attention alignments on trial and test, for every kind of weights (WEIGHTS),
     method, threshold, row shift and (with a reverse model) symmetrisation; the setting with the
     lowest trial AER is the one reported for test. Each model's weights on a split are computed
-    once (teacher forcing), the settings are applied to them."""
+    once (teacher forcing), the settings are applied to them. `ensemble`: other work directories
+    of this script whose models join these (model/, and model_en_fr/ with a reverse model), their
+    weights averaged with these."""
     from rnnsearch.engine.alignment import attention_links, word_attention
     from rnnsearch.engine.translate import load
 
     gold = data / "hansards_naacl2003_align_gold"
-    models = {"fwd": load(model, device=device), **({"rev": load(reverse, device=device)} if reverse else {})}
+    models = {"fwd": [load(d, device=device) for d in (model, *(w / model.name for w in ensemble))]}
+    if reverse is not None:
+        models["rev"] = [load(d, device=device) for d in (reverse, *(w / reverse.name for w in ensemble))]
     out: dict = {}
     kept: dict[str, list] = {}  # the test links of every setting, for the tag placement
     for split in ("trial", "test"):
@@ -289,9 +305,9 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
             out[label] = scores
             if split == "test":
                 kept[label] = links
-    if models["fwd"].model.align_head is not None:  # links came from the head: the attention beside
+    if models["fwd"][0].model.align_head is not None:  # links came from the head: the attention beside
         # (fr, en, sure, possible: the test split's, the loop's last)
-        rows = word_attention(models["fwd"], fr, en, paths["test.fr"], head=False)
+        rows = word_attention(models["fwd"][0], fr, en, paths["test.fr"], head=False)
         out["attention_not_head/test/argmax/shift0"] = aer([attention_links(w) for w in rows], sure, possible)
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]
@@ -396,6 +412,10 @@ def parse_args() -> argparse.Namespace:
                          "attention (or head), gradient x input saliency, the mean of those two, the "
                          "attention averaged over the kept snapshots (train.keep_last), the averaged "
                          "snapshots' attention")
+    ap.add_argument("--ensemble", nargs="+", default=[], metavar="WORK",
+                    help="other --work directories of this script (their models trained the same "
+                         "way, e.g. with another train.seed): their weights are averaged with this "
+                         "run's before links are made")
     ap.add_argument("--last-snapshots", type=int, default=0, metavar="N",
                     help="--weights snapshot-mean/averaged: the last N kept snapshots only (0: all)")
     ap.add_argument("--skip-eflomal", action="store_true")
@@ -431,7 +451,9 @@ def main() -> None:
               "steps": {m.name: json.loads((m / "train_state.json").read_text())["step"]
                         for m in (model, reverse) if m is not None and (m / "train_state.json").exists()},
               "attention": attention_aer(model, paths, data, reverse, args.device, tuple(args.weights),
-                                         args.last_snapshots)}
+                                         args.last_snapshots, tuple(map(Path, args.ensemble)))}
+    if args.ensemble:
+        result["ensemble"] = args.ensemble
     if args.bleu_sentences:
         sample = bleu_sample(data, work, args.bleu_sentences, args.seed)
         result["bleu"] = {"fr-en": model_bleu(model, sample["fr"], sample["en"], args.device)}

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rnnsearch.engine.alignment import (
@@ -88,6 +89,24 @@ def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
     assert scores["aer"] < 0.2 and scores["sentences"] == 40
     out = out_file.read_text().splitlines()
     assert len(out) == 40 and all("-" in x for x in out)
+
+
+def test_an_ensemble_averages_the_models_word_weights(reverse_model, tmp_path):
+    from rnnsearch.engine.alignment import attention_links, mean_weights
+
+    # two models, two pairs (one word by two, </s> rows last): they disagree on pair 0's first row
+    a = [[[0.9, 0.1], [0.2, 0.8]], [[1.0]]]
+    b = [[[0.2, 0.8], [0.4, 0.6]], [[1.0]]]
+    c = [[[0.5, 0.5], [0.3, 0.7]], [[1.0]]]
+    mean = mean_weights([a, b, c])
+    np.testing.assert_allclose(mean[0], [[1.6 / 3, 1.4 / 3], [0.3, 0.7]])
+    assert mean[1] == [[1.0]]
+    assert attention_links(mean[0]) == {(0, 0)} and attention_links(b[0]) == {(1, 0)}
+    # the command: one model given twice aligns as the model alone, and says it was an ensemble
+    alone, links = _align_reversal(reverse_model, tmp_path, 20)
+    twice, links2 = _align_reversal(reverse_model, tmp_path, 20, "--model", str(reverse_model))
+    assert links.read_text() == links2.read_text() and twice["aer"] == alone["aer"]
+    assert twice["ensemble"] == [2, 0] and "ensemble" not in alone
 
 
 def test_symmetrisation_on_hand_made_cases():

@@ -264,6 +264,42 @@ def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
     assert torch.equal(logp, logp2) and torch.equal(alpha, alpha2)
 
 
+def test_a_refined_head_starts_as_the_plain_one_and_then_sees_the_whole_matrix():
+    """model.alignment_head_refine: a new refiner (its last convolution zero) leaves β as the
+    head alone gives it; once trained, a row depends on its neighbours' scores (a source word
+    changed moves the rows of the words beside it), padding on either side is never read, the
+    translation is untouched, and the loss reaches both convolutions."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True, alignment_head_refine=True)
+    model = build_model(cfg, 20, 20).double()
+    src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])
+    mask = src != 0
+    tgt = torch.tensor([[2, 5, 6, 7, 8], [2, 5, 6, 0, 0]])
+    logp, alpha, beta = model(src, mask, tgt, alignment_head=True)
+    plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True), 20, 20).double()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_refine.")})
+    logp2, alpha2, beta2 = plain(src, mask, tgt, alignment_head=True)
+    assert torch.equal(logp, logp2) and torch.equal(alpha, alpha2) and torch.allclose(beta, beta2)
+    model.zero_grad()
+    beta[0, :4].log().sum().backward()
+    assert model.align_refine.conv2.weight.grad.abs().sum() > 0
+    with torch.no_grad():  # as if trained: the second convolution no longer zero
+        model.align_refine.conv2.weight.normal_(0, 1.0)
+    _, _, beta = model(src, mask, tgt, alignment_head=True)
+    assert not torch.allclose(beta, beta2)
+    assert torch.allclose(beta[:, :-1].sum(-1)[0], torch.ones(4, dtype=beta.dtype))
+    assert not beta[1, :2, 3:].any()  # padded source words get nothing
+    _, _, alone = model(src[1:, :3], mask[1:, :3], tgt[1:, :3], alignment_head=True)
+    assert torch.allclose(beta[1, :2, :3], alone[0, :2])  # padding, source or target, is not read
+    moved = src.clone()
+    moved[0, 4] = 12  # the last source word: the head's own score for row 0 reads it through h_j
+    _, _, beta3 = model(moved, mask, tgt, alignment_head=True)
+    assert not torch.allclose(beta[0], beta3[0])
+    model.zero_grad()
+    beta[0, :4].log().sum().backward()
+    assert model.align_refine.conv1.weight.grad.abs().sum() > 0
+
+
 SEED = int(os.environ.get("RNNSEARCH_TEST_SEED", "3"))  # other seeds stand in for other CPUs
 
 
@@ -306,4 +342,7 @@ def test_the_head_needs_guidance_and_shift_0(tmp_path):
                           "train": {**raw["train"], "guided_alignment": "auto", "guided_alignment_shift": 1}})
     with pytest.raises(ConfigError, match="model.alignment_head_future"):
         config_from_dict({**raw, "model": {**raw["model"], "alignment_head_future": True},
+                          "train": {**raw["train"], "guided_alignment": "auto"}})
+    with pytest.raises(ConfigError, match="model.alignment_head_refine"):
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head_refine": True},
                           "train": {**raw["train"], "guided_alignment": "auto"}})

@@ -92,6 +92,9 @@ class ModelConfig:
     # the head also reads the target words after y_i (a backward GRU over the target embeddings),
     # so its query knows the whole sentence, as in forced alignment (nn/model.py)
     alignment_head_future: bool = False
+    # the head's scores refined by a convolution over the sentence pair's whole score matrix (its
+    # neighbours, and both directions' softmax), nn/attention.py ScoreRefiner
+    alignment_head_refine: bool = False
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
@@ -303,6 +306,8 @@ def _validate_alignment(cfg: Config, need: Callable[[bool, str, str], None]) -> 
     need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
          "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
     need(m.alignment_head or not m.alignment_head_future, "model.alignment_head_future",
+         "extends the alignment head: needs model.alignment_head true")
+    need(m.alignment_head or not m.alignment_head_refine, "model.alignment_head_refine",
          "extends the alignment head: needs model.alignment_head true")
     if not t.guided_alignment:
         return

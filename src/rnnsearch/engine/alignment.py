@@ -253,6 +253,13 @@ def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
     return out
 
 
+def mean_weights(runs: Sequence[Sequence[Sequence[Sequence[float]]]]) -> list[list[list[float]]]:
+    """Several models' :func:`word_attention` on the same pairs averaged cell by cell, pair by pair:
+    an ensemble's weights (word level, so the models may split words into different pieces)."""
+    n = len(runs)
+    return [[[sum(cells) / n for cells in zip(*rows)] for rows in zip(*pairs)] for pairs in zip(*runs)]
+
+
 def attention_links(words: Sequence[Sequence[float]], method: str = "argmax", threshold: float = 0.3,
                     shift: int = 0) -> Links:
     """Hard links from one pair's :func:`word_attention`. Row i is α_i, computed from s_{i-1}

@@ -40,6 +40,11 @@ the state of a backward GRU over the target embeddings that has read y_{T-1} .. 
 target sentence, as Garg et al. (2019) let their alignment layer see it. It reads the embeddings
 detached: the head's loss trains the backward GRU, not the words the translation uses. Links come
 from a forced pass over a finished translation, so the future is always there to read.
+
+With ``model.alignment_head_refine`` the head's scores of a whole sentence pair take a second look
+(nn/attention.py ScoreRefiner): a small convolution over the (target, source) grid of its row and
+column softmaxes adds what a word aligner sees around a link, its diagonal neighbours and whether
+the source word picks this target word back.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rnnsearch.config import ModelConfig
-from rnnsearch.nn.attention import Attention, at_least_fp32
+from rnnsearch.nn.attention import Attention, ScoreRefiner, at_least_fp32
 from rnnsearch.nn.gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
 
 # The ids every tokeniser reserves (engine/vocab.py builds its vocabularies around them), so
@@ -137,6 +142,7 @@ class RNNsearch(nn.Module):
         self.align_future = GRU(m, n, cfg.gru) if cfg.alignment_head_future else None  # r_i (docstring)
         if cfg.alignment_head:
             self.align_head = Attention(cfg.score, 2 * n if self.align_future else n, ctx, cfg.align)
+        self.align_refine = ScoreRefiner() if cfg.alignment_head_refine else None  # β's second look
         self.drop_emb = nn.Dropout(cfg.dropout_emb)
         self.drop_hidden = nn.Dropout(cfg.dropout_hidden)
         self.drop_readout = nn.Dropout(cfg.dropout_readout)
@@ -144,6 +150,8 @@ class RNNsearch(nn.Module):
         # compile_step() sets it (train.compile)
         self._compiled_step: Optional[Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = None
         init_weights_(self, cfg.init, cfg.init_scale)
+        if self.align_refine is not None:
+            self.align_refine.reset_parameters()  # starts as the head without it (its docstring)
         with torch.no_grad():  # keep <pad> rows zero after initialisation
             self.src_emb.weight[PAD].zero_()
             self.tgt_emb.weight[PAD].zero_()
@@ -325,7 +333,11 @@ class RNNsearch(nn.Module):
             future, _ = gru.run(gru.W(words), tgt_in[:, 1:] != PAD, start, reverse=True)
             query = torch.cat([query, future], -1)
         keys = self.align_head.keys(enc.annotations)
-        rows = self.align_head.weights_all(query, keys, enc.src_mask)
+        if self.align_refine is None:
+            rows = self.align_head.weights_all(query, keys, enc.src_mask)
+        else:
+            e = self.align_refine(self.align_head.scores_all(query, keys), enc.src_mask, tgt_in[:, 1:] != PAD)
+            rows = torch.softmax(at_least_fp32(e).masked_fill(~enc.src_mask.unsqueeze(1), float("-inf")), -1)
         return torch.cat([rows, rows.new_zeros(rows.size(0), 1, rows.size(2))], 1)
 
     def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,

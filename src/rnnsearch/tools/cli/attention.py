@@ -95,7 +95,9 @@ def cmd_explore(args) -> None:
 def add_align(sub) -> None:
     p = sub.add_parser("align",
                        help="word alignments from attention (teacher forcing), Pharaoh out; AER vs gold")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, action="append", metavar="DIR",
+                   help="the model; repeat it for an ensemble: the models' word-level weights are "
+                        "averaged cell by cell before links are made (each may have its own tokenizer)")
     p.add_argument("--src", required=True, help="source sentences, whitespace-tokenised words")
     p.add_argument("--tgt", required=True, help="their translations, whitespace-tokenised words")
     p.add_argument("--method", default="argmax", choices=["argmax", "threshold"])
@@ -108,8 +110,9 @@ def add_align(sub) -> None:
                         "moves log p of each target word) instead of the attention weights; "
                         "--saliency mean: from the mean of the two (of the alignment head and the "
                         "saliency, where the model has a head: the best links of a guided model)")
-    p.add_argument("--reverse-model", metavar="DIR",
-                   help="a model of the other direction (tgt->src): align both ways and symmetrise")
+    p.add_argument("--reverse-model", metavar="DIR", action="append",
+                   help="a model of the other direction (tgt->src): align both ways and symmetrise "
+                        "(repeat it for an ensemble, as --model)")
     p.add_argument("--symmetrize", default="grow-diag-final-and",
                    choices=["intersection", "union", "grow-diag-final-and", "soft"],
                    help="with --reverse-model: how the two directions combine. The first three "
@@ -131,13 +134,13 @@ def add_align(sub) -> None:
 SALIENCY: dict[str | None, bool | str] = {None: False, "alone": True, "mean": "mean"}
 
 
-def _word_attention(model_dir: str, sources: list[str], targets: list[str], args, where: str) -> list:
-    """Teacher-forced word attention per pair of the model in `model_dir`."""
-    from rnnsearch.engine.alignment import word_attention
+def _word_attention(model_dirs: list[str], sources: list[str], targets: list[str], args, where: str) -> list:
+    """Teacher-forced word attention per pair, averaged over the models in `model_dirs`."""
+    from rnnsearch.engine.alignment import mean_weights, word_attention
     from rnnsearch.engine.translate import load
 
-    return word_attention(load(model_dir, device=args.device), sources, targets, where,
-                          saliency=SALIENCY[args.saliency])
+    return mean_weights([word_attention(load(d, device=args.device), sources, targets, where,
+                                        saliency=SALIENCY[args.saliency]) for d in model_dirs])
 
 
 def _plain(text: str) -> str:
@@ -186,6 +189,8 @@ def cmd_align(args) -> None:
             scores["threshold"] = args.threshold
         if args.reverse_model:
             scores["symmetrize"] = args.symmetrize
+        if len(args.model) > 1 or len(args.reverse_model or ()) > 1:
+            scores["ensemble"] = [len(args.model), len(args.reverse_model or ())]
         if args.saliency:
             scores["weights"] = {"alone": "saliency", "mean": "attention+saliency"}[args.saliency]
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}
