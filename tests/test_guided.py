@@ -333,6 +333,22 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     assert t.aligned == translator.force([srcs[0]], [t.text], saliency="mean")[0]
 
 
+def test_a_refined_head_that_reads_the_future_learns_the_links_too(tmp_path):
+    """The whole head (future and refiner) trained the same way: it follows the links, the
+    attention stays the task's."""
+    from rnnsearch.engine.translate import load
+
+    links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
+    cfg = toy_config(tmp_path, guided_alignment=str(links), max_steps=1200, max_epochs=40, seed=SEED)
+    cfg.model.alignment_head = cfg.model.alignment_head_future = cfg.model.alignment_head_refine = True
+    rnnsearch.train(cfg)
+    translator = load(tmp_path / "run", device="cpu")
+    srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
+    tgts = Path(cfg.data.valid_tgt).read_text(encoding="utf-8").splitlines()
+    assert share_on([np.array(w) for w in translator.force(srcs, tgts, head=True)], 0, lambda j, n: j) >= 0.9
+    assert share_on([np.array(w) for w in translator.force(srcs, tgts)], 0, lambda j, n: j) <= 0.5
+
+
 def test_the_head_needs_guidance_and_shift_0(tmp_path):
     raw = toy_config(tmp_path).to_dict()
     with pytest.raises(ConfigError, match="model.alignment_head"):
