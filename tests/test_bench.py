@@ -198,8 +198,13 @@ def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(
         assert out[f"test/{kind}:threshold@0.2/shift1"] == out["test/threshold@0.2/shift1"]
     assert out["test/saliency:argmax/shift0"]["aer"] < 0.3  # gradients find the reversal too
     kinds = ("attention", "saliency", "attention+saliency")
-    rows = hansards_aer.pair_weights({"fwd": load(model, device="cpu")}, kinds, sources, sources,
+    translator = load(model, device="cpu")
+    rows = hansards_aer.pair_weights({"fwd": [translator]}, kinds, sources, sources,
                                      paths["test.fr"], paths["test.en"])
+    twice = hansards_aer.pair_weights({"fwd": [translator, translator]}, ("attention",), sources, sources,
+                                      paths["test.fr"], paths["test.en"])  # an ensemble of one model twice
+    assert all(torch.allclose(torch.tensor(a), torch.tensor(b))
+               for a, b in zip(twice["attention"]["fwd"], rows["attention"]["fwd"]))
     for p, w in enumerate(rows["attention+saliency"]["fwd"]):  # the mean of the two, cell by cell
         want = (torch.tensor(rows["attention"]["fwd"][p]) + torch.tensor(rows["saliency"]["fwd"][p])) / 2
         assert torch.allclose(torch.tensor(w), want) and w != rows["saliency"]["fwd"][p]
