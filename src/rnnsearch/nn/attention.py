@@ -36,6 +36,12 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
+def masked_softmax(e: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Step 2: softmax of scores e over their last dimension (source words), in fp32 or better,
+    where `real` (broadcast against e) is True; padding gets exactly zero weight."""
+    return torch.softmax(at_least_fp32(e.masked_fill(~real, float("-inf"))), dim=-1)
+
+
 class Attention(nn.Module):
     """The alignment model of one decoder: `score` is additive, dot, general or scaled_dot.
 
@@ -96,8 +102,7 @@ class Attention(nn.Module):
 
     def weights_all(self, states: torch.Tensor, keys: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """Softmax over real source words of :meth:`scores_all`: (batch, T, src_len), fp32 or better."""
-        e = self.scores_all(states, keys).masked_fill(~src_mask.unsqueeze(1), float("-inf"))
-        return torch.softmax(at_least_fp32(e), dim=-1)
+        return masked_softmax(self.scores_all(states, keys), src_mask.unsqueeze(1))
 
     def weights(self, state: torch.Tensor, keys: torch.Tensor, src_mask: torch.Tensor,
                 dtype: torch.dtype) -> torch.Tensor:
@@ -105,8 +110,7 @@ class Attention(nn.Module):
 
         src_mask (batch, src_len) is True on real words; padding gets exactly zero weight.
         """
-        e = self.scores(state, keys).masked_fill(~src_mask, float("-inf"))
-        return torch.softmax(at_least_fp32(e), dim=-1).to(dtype)
+        return masked_softmax(self.scores(state, keys), src_mask).to(dtype)
 
     def forward(self, state: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor,
                 src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rnnsearch.config import ModelConfig
-from rnnsearch.nn.attention import Attention, ScoreRefiner, at_least_fp32
+from rnnsearch.nn.attention import Attention, ScoreRefiner, at_least_fp32, masked_softmax
 from rnnsearch.nn.gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
 
 # The ids every tokeniser reserves (engine/vocab.py builds its vocabularies around them), so
@@ -333,11 +333,10 @@ class RNNsearch(nn.Module):
             future, _ = gru.run(gru.W(words), tgt_in[:, 1:] != PAD, start, reverse=True)
             query = torch.cat([query, future], -1)
         keys = self.align_head.keys(enc.annotations)
-        if self.align_refine is None:
-            rows = self.align_head.weights_all(query, keys, enc.src_mask)
-        else:
-            e = self.align_refine(self.align_head.scores_all(query, keys), enc.src_mask, tgt_in[:, 1:] != PAD)
-            rows = torch.softmax(at_least_fp32(e).masked_fill(~enc.src_mask.unsqueeze(1), float("-inf")), -1)
+        e = self.align_head.scores_all(query, keys)
+        if self.align_refine is not None:
+            e = self.align_refine(e, enc.src_mask, tgt_in[:, 1:] != PAD)
+        rows = masked_softmax(e, enc.src_mask.unsqueeze(1))
         return torch.cat([rows, rows.new_zeros(rows.size(0), 1, rows.size(2))], 1)
 
     def _time_step(self, x_i: torch.Tensor, s: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor,
