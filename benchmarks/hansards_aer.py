@@ -221,8 +221,10 @@ def _model_weights(translator, kinds: tuple[str, ...], src: list[str], tgt: list
             for part in kind.split("+"):
                 if part not in rows:
                     rows[part] = word_attention(translator, src, tgt, where, saliency=part == "saliency")
+            # the mean of the two: what word_attention(saliency="mean") gives (the merge to words is
+            # linear), from rows already computed rather than a second pass of saliency
             both = kind not in rows
-            out[kind] = _mean_rows(rows["attention"], rows["saliency"]) if both else rows[kind]
+            out[kind] = mean_weights([rows["attention"], rows["saliency"]]) if both else rows[kind]
             continue
         snaps = snapshots(translator.model_dir)[-last:] if last else snapshots(translator.model_dir)
         if not snaps:
@@ -239,13 +241,6 @@ def _model_weights(translator, kinds: tuple[str, ...], src: list[str], tgt: list
             out[kind] = mean_weights(runs)
         translator.model.load_state_dict(kept)
     return out
-
-
-def _mean_rows(a: list, b: list) -> list:
-    """Two kinds of word-level weights averaged cell by cell, sentence by sentence: what
-    word_attention(saliency="mean") gives (the merge to words is linear), from rows already
-    computed rather than a second pass of saliency."""
-    return [[[(x + y) / 2 for x, y in zip(ra, rb)] for ra, rb in zip(wa, wb)] for wa, wb in zip(a, b)]
 
 
 def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: list, split: str) -> dict:
