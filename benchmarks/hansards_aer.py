@@ -43,6 +43,7 @@ import sys
 import time
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from benchmarks.common import ROOT, cpu_features, cpu_name, print_result
@@ -138,19 +139,24 @@ def bleu_sample(data: Path, work: Path, n: int, seed: int) -> dict:
     return {k: str(v) for k, v in paths.items()}
 
 
-def model_bleu(model: Path, src: str, ref: str, device: str = "cpu", beam: int = 5) -> dict:
+def model_bleu(model: Path, src: str, ref: str, device: str = "cpu", beam: int = 5,
+               weights: str = "best") -> dict:
     """BLEU (sacrebleu, default 13a tokenisation, on the normalised lower-cased text) of the model's
-    best weights on src against ref, beam search."""
+    best weights (or with weights="last" its last, last.safetensors) on src against ref, beam search."""
     import sacrebleu
 
+    from rnnsearch.engine.checkpoint import load_weights
     from rnnsearch.engine.translate import load
 
     sources = Path(src).read_text(encoding="utf-8").splitlines()
     refs = Path(ref).read_text(encoding="utf-8").splitlines()
     start = time.time()
-    hyps = [t.text for t in load(model, device=device).translate(sources, beam=beam, attention=False)]
+    translator = load(model, device=device)
+    if weights == "last":
+        load_weights(model / "last.safetensors", translator.model)
+    hyps = [t.text for t in translator.translate(sources, beam=beam, attention=False)]
     return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2), "sentences": len(sources),
-            "beam": beam, "seconds": round(time.time() - start, 1)}
+            "beam": beam, "weights": weights, "seconds": round(time.time() - start, 1)}
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -414,6 +420,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--last-snapshots", type=int, default=0, metavar="N",
                     help="--weights snapshot-mean/averaged: the last N kept snapshots only (0: all)")
     ap.add_argument("--skip-eflomal", action="store_true")
+    ap.add_argument("--bleu-weights", choices=["best", "last"], default="best",
+                    help="the BLEU of each model's best-validated weights, or of its last")
     ap.add_argument("--bleu-sentences", type=int, default=2000,
                     help="BLEU of each model on a seeded sample of this many Hansards test pairs (0: none)")
     ap.add_argument("--seed", type=int, default=1)
@@ -451,9 +459,10 @@ def main() -> None:
         result["ensemble"] = args.ensemble
     if args.bleu_sentences:
         sample = bleu_sample(data, work, args.bleu_sentences, args.seed)
-        result["bleu"] = {"fr-en": model_bleu(model, sample["fr"], sample["en"], args.device)}
+        bleu = partial(model_bleu, device=args.device, weights=args.bleu_weights)
+        result["bleu"] = {"fr-en": bleu(model, sample["fr"], sample["en"])}
         if reverse is not None:
-            result["bleu"]["en-fr"] = model_bleu(reverse, sample["en"], sample["fr"], args.device)
+            result["bleu"]["en-fr"] = bleu(reverse, sample["en"], sample["fr"])
     if args.agreement:
         result["agreement"] = {"weight": args.agreement, "loss": args.agreement_loss}
     if not args.skip_eflomal:
