@@ -13,8 +13,10 @@ that a noisy machine slows all alike; the speed of each is its median over the r
 (sacrebleu, 13a) is of the translations each produced; every kind is compared with fp32. A
 "+shortlist" kind decodes over `--shortlist` (engine/shortlist.py); its coverage is the share of
 the reference's target pieces that are on their sentence's list, and its size the mean number of
-ids a sentence's list holds. Prints one JSON object; docs/benchmarks.md, "int8 decoding" and
-"Lexical shortlists", has the figures.
+ids a sentence's list holds. With `--peak-rss` each kind also decodes the test set once more per
+beam in a process of its own (`rnnsearch evaluate`), whose peak resident memory is read from
+wait4: what a decoder with that kind needs. Prints one JSON object; docs/benchmarks.md, "int8
+decoding" and "Lexical shortlists", has the figures.
 """
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 from unittest import mock
 
 import torch
 
 import rnnsearch
+from benchmarks import anchors
 from benchmarks.common import cpu_name, print_result
 from rnnsearch.engine.evaluate import score_corpus
 from rnnsearch.engine.quantize import int8_engine
@@ -63,6 +68,21 @@ def coverage(translator, src: list[str], ref: list[str]) -> dict:
             "vocabulary": len(translator.tgt_tok)}
 
 
+def peak_rss_mb(model: str, kind: str, beam: int, src: list[str], ref: list[str], shortlist: str,
+                threads: int, work: Path) -> float:
+    """Peak RSS (MB) of `rnnsearch evaluate` decoding src with `kind` in a process of its own."""
+    quantize, precision, short, engine = KINDS[kind]
+    files = [work / "src.txt", work / "ref.txt"]
+    for path, lines in zip(files, (src, ref)):
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    cmd = [sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(files[0]),
+           "--ref", str(files[1]), "--beam", str(beam), "--device", "cpu", "--precision", precision,
+           "--quantize", quantize, "--output", str(work / "hyp.txt"),
+           *(["--shortlist", shortlist] if short else [])]
+    env = {"OMP_NUM_THREADS": str(threads), **({"RNNSEARCH_INT8_ENGINE": engine} if engine else {})}
+    return round(anchors.run(cmd, work / "evaluate.log", env=env).peak_rss_mb, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a model directory written by rnnsearch train")
@@ -75,6 +95,8 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="+", choices=list(KINDS), default=["fp32", "int8"],
                     help="what to decode with; fp32 is always among them (the baseline)")
     ap.add_argument("--shortlist", default="auto", help="for the +shortlist kinds: a file or auto")
+    ap.add_argument("--peak-rss", action="store_true",
+                    help="also each kind's peak resident memory, decoding in a process of its own")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     src, ref = read_aligned(args.src, args.ref)
@@ -115,6 +137,11 @@ def main() -> None:
             row[kind].update(speedup=round(row[kind]["sent_per_s"] / row["fp32"]["sent_per_s"], 3),
                              bleu_delta=round(row[kind]["bleu"] - row["fp32"]["bleu"], 2),
                              identical_translations=round(same / max(len(src), 1), 3))
+        if args.peak_rss:
+            with tempfile.TemporaryDirectory() as work:
+                for kind in kinds:
+                    row[kind]["peak_rss_mb"] = peak_rss_mb(args.model, kind, beam, src, ref, args.shortlist,
+                                                           args.threads, Path(work))
         result[f"beam{beam}"] = row
     print_result(result)
 

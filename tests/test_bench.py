@@ -238,7 +238,7 @@ def test_quantize_benchmark_measures_shortlists_and_their_coverage(reverse_model
     ref.write_text("".join(t + "\n" for t in targets))
     out = subprocess.run([sys.executable, "-m", "benchmarks.quantize", "--model", str(model),
                           "--src", str(src), "--ref", str(ref), "--rounds", "1", "--beams", "3",
-                          "--kinds", "fp32+shortlist", "int8+shortlist"],
+                          "--kinds", "fp32+shortlist", "int8+shortlist", "--peak-rss"],
                          cwd=ROOT, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     assert list(result["beam3"]) == ["fp32", "fp32+shortlist", "int8+shortlist"]
@@ -247,6 +247,8 @@ def test_quantize_benchmark_measures_shortlists_and_their_coverage(reverse_model
     row = result["beam3"]
     assert row["fp32+shortlist"]["bleu"] == pytest.approx(row["fp32"]["bleu"], abs=1.0)
     assert (model / "shortlist.npz").exists()
+    # --peak-rss: each kind's own decoding process, torch loaded (far above this process's 0)
+    assert all(100 < row[kind]["peak_rss_mb"] < 4000 for kind in row)
 
 
 def test_europarl_sessions_merge_into_the_published_results(tmp_path):

@@ -30,6 +30,21 @@ def test_int8_linear_is_close_to_the_fp32_product():
     assert torch.allclose(no_bias(x) + lin.bias, got, atol=1e-5)
 
 
+def test_the_output_layers_rows_are_its_int8_weights_dequantised():
+    """A shortlist multiplies by a few rows of W_o; an int8 model keeps int8 rows and scales for
+    that, not an fp32 copy: each row within half its scale step of the fp32 row, biases exact."""
+    lin = nn.Linear(32, 50)
+    ids = torch.tensor([0, 7, 49, 7])
+    weight, bias = Int8Linear.of(lin, keep_rows=True).rows(ids)
+    step = lin.weight.abs().amax(1, keepdim=True)[ids] / 127
+    assert weight.dtype == torch.float32 and weight.shape == (4, 32)
+    assert ((weight - lin.weight[ids]).abs() <= step / 2 + 1e-7).all()
+    assert torch.equal(weight[1], weight[3]) and torch.equal(bias, lin.bias[ids])
+    assert ((weight / step).round() - weight / step).abs().max() < 1e-3  # on the int8 grid
+    with pytest.raises(ValueError, match="keep_rows"):
+        Int8Linear.of(lin).rows(ids)
+
+
 def simulate_cpu(monkeypatch, flags):
     monkeypatch.setattr(quantize, "cpu_info", lambda: ("Test CPU", set(flags)))
 

@@ -58,7 +58,7 @@ def int8_engine() -> tuple[str, bool]:
 class Int8Linear(nn.Module):
     """y = x Wᵀ + b with W in int8 (per-row scales) and x quantised per call."""
 
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_float: bool = False):
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_rows: bool = False):
         super().__init__()
         self.in_features, self.out_features = weight.size(1), weight.size(0)
         w = weight.detach().float().cpu()
@@ -75,13 +75,23 @@ class Int8Linear(nn.Module):
             self._packed = torch.ops.quantized.linear_prepack(q, b)
         finally:
             torch.backends.quantized.engine = before
-        # keep_float (the output layer): fp32 rows for model.output_layer, a shortlist's few rows
-        self.weight: Optional[torch.Tensor] = w if keep_float else None
-        self.bias: Optional[torch.Tensor] = b if keep_float else None
+        # keep_rows (the output layer): its int8 rows and scales, from which :meth:`rows` gives a
+        # shortlist's few rows (a quarter of an fp32 copy's memory; packed weights cannot be indexed)
+        self._int8: Optional[torch.Tensor] = q.int_repr() if keep_rows else None
+        self._scales = scales.float() if keep_rows else None
+        self._bias = b if keep_rows else None
 
     @classmethod
-    def of(cls, linear: nn.Linear, keep_float: bool = False) -> Int8Linear:
-        return cls(linear.weight, linear.bias, keep_float)
+    def of(cls, linear: nn.Linear, keep_rows: bool = False) -> Int8Linear:
+        return cls(linear.weight, linear.bias, keep_rows)
+
+    def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The fp32 weight rows and biases of the outputs `ids`, dequantised: what the int8 product
+        multiplies by for those outputs. Only for a layer made with keep_rows."""
+        if self._int8 is None or self._scales is None:
+            raise ValueError("rows() needs an Int8Linear made with keep_rows=True")
+        weight = self._int8.index_select(0, ids).float().mul_(self._scales.index_select(0, ids).unsqueeze(1))
+        return weight, None if self._bias is None else self._bias.index_select(0, ids)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float().contiguous()
@@ -126,7 +136,7 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
     dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
     for name in ("C", "U_o", "V_o", "C_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
-    model.W_o = Int8Linear.of(model.W_o, keep_float=True)  # type: ignore[assignment]
+    model.W_o = Int8Linear.of(model.W_o, keep_rows=True)  # type: ignore[assignment]
     att = getattr(model, "attention", None)
     for name in ("W_a", "W_g"):
         if att is not None and hasattr(att, name):

@@ -246,6 +246,9 @@ class RNNsearch(nn.Module):
 
     def output_layer(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_o's rows and biases of the target ids `vocab` (a shortlist, engine/shortlist.py)."""
+        rows = getattr(self.W_o, "rows", None)  # an int8 output layer's (engine/quantize.py), dequantised
+        if callable(rows):
+            return rows(vocab)
         return self.W_o.weight.index_select(0, vocab), self.W_o.bias.index_select(0, vocab)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, log_probs: bool = True,
