@@ -68,19 +68,52 @@ def coverage(translator, src: list[str], ref: list[str]) -> dict:
             "vocabulary": len(translator.tgt_tok)}
 
 
+# `rnnsearch ARGS...` that writes its own peak RSS (VmHWM: this process image's, from exec on) last
+_REPORT_PEAK = """import atexit, runpy, sys
+def peak():
+    with open("/proc/self/status") as status:
+        kb = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    sys.stderr.write(f"\\npeak_rss_kb {kb}\\n")
+atexit.register(peak)
+sys.argv[0] = "rnnsearch"
+runpy.run_module("rnnsearch", run_name="__main__")
+"""
+
+
 def peak_rss_mb(model: str, kind: str, beam: int, src: list[str], ref: list[str], shortlist: str,
                 threads: int, work: Path) -> float:
-    """Peak RSS (MB) of `rnnsearch evaluate` decoding src with `kind` in a process of its own."""
+    """Peak RSS (MB) of `rnnsearch evaluate` decoding src with `kind` in a process of its own. Read
+    in the child (VmHWM), not from wait4: Linux may carry the parent's peak RSS, with its loaded
+    models, across fork and exec into the child's ru_maxrss."""
     quantize, precision, short, engine = KINDS[kind]
     files = [work / "src.txt", work / "ref.txt"]
     for path, lines in zip(files, (src, ref)):
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    cmd = [sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(files[0]),
+    cmd = [sys.executable, "-c", _REPORT_PEAK, "evaluate", "--model", model, "--src", str(files[0]),
            "--ref", str(files[1]), "--beam", str(beam), "--device", "cpu", "--precision", precision,
            "--quantize", quantize, "--output", str(work / "hyp.txt"),
            *(["--shortlist", shortlist] if short else [])]
     env = {"OMP_NUM_THREADS": str(threads), **({"RNNSEARCH_INT8_ENGINE": engine} if engine else {})}
-    return round(anchors.run(cmd, work / "evaluate.log", env=env).peak_rss_mb, 1)
+    text = anchors.run(cmd, work / "evaluate.log", env=env).output
+    return round(int(text.rsplit("peak_rss_kb ", 1)[1].split()[0]) / 1024, 1)
+
+
+def timed_rounds(loaded: dict, kinds: list[str], beams: list[int], rounds: int, src: list[str]):
+    """Each round decodes src with every kind and beam, the kinds in rotating order: the seconds
+    each took, per (kind, beam), and the last round's translations."""
+    seconds: dict = {(k, b): [] for k in kinds for b in beams}
+    hyps: dict = {}
+    for r in range(rounds):
+        order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]  # each kind first in turn
+        for beam in beams:
+            for kind in order:
+                quantize, precision, short, engine = KINDS[kind]
+                start = time.perf_counter()
+                out = loaded[quantize, short, engine].translate(src, beam=beam, attention=False,
+                                                                precision=precision)
+                seconds[kind, beam].append(time.perf_counter() - start)
+                hyps[kind, beam] = [t.text for t in out]
+    return seconds, hyps
 
 
 def main() -> None:
@@ -103,20 +136,15 @@ def main() -> None:
     if args.sentences:
         src, ref = src[: args.sentences], ref[: args.sentences]
     kinds = ["fp32"] + [k for k in dict.fromkeys(args.kinds) if k != "fp32"]
+    peaks = {}
+    if args.peak_rss:
+        with tempfile.TemporaryDirectory() as work:
+            peaks = {(kind, beam): peak_rss_mb(args.model, kind, beam, src, ref, args.shortlist,
+                                               args.threads, Path(work))
+                     for beam in args.beams for kind in kinds}
     loaded = {(q, short, engine): load(args.model, q, args.shortlist if short else None, engine)
               for q, _, short, engine in {KINDS[k] for k in kinds}}
-    seconds: dict = {(k, b): [] for k in kinds for b in args.beams}
-    hyps: dict = {}
-    for r in range(args.rounds):
-        order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]  # each kind first in turn
-        for beam in args.beams:
-            for kind in order:
-                quantize, precision, short, engine = KINDS[kind]
-                start = time.perf_counter()
-                out = loaded[quantize, short, engine].translate(src, beam=beam, attention=False,
-                                                                precision=precision)
-                seconds[kind, beam].append(time.perf_counter() - start)
-                hyps[kind, beam] = [t.text for t in out]
+    seconds, hyps = timed_rounds(loaded, kinds, args.beams, args.rounds, src)
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
                     "rounds": args.rounds, "machine": cpu_name(), "torch": torch.__version__,
                     "quantized_engine": int8_engine()[0],
@@ -137,11 +165,9 @@ def main() -> None:
             row[kind].update(speedup=round(row[kind]["sent_per_s"] / row["fp32"]["sent_per_s"], 3),
                              bleu_delta=round(row[kind]["bleu"] - row["fp32"]["bleu"], 2),
                              identical_translations=round(same / max(len(src), 1), 3))
-        if args.peak_rss:
-            with tempfile.TemporaryDirectory() as work:
-                for kind in kinds:
-                    row[kind]["peak_rss_mb"] = peak_rss_mb(args.model, kind, beam, src, ref, args.shortlist,
-                                                           args.threads, Path(work))
+        for kind in kinds:
+            if (kind, beam) in peaks:
+                row[kind]["peak_rss_mb"] = peaks[kind, beam]
         result[f"beam{beam}"] = row
     print_result(result)
 
