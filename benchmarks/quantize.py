@@ -14,9 +14,10 @@ that a noisy machine slows all alike; the speed of each is its median over the r
 "+shortlist" kind decodes over `--shortlist` (engine/shortlist.py); its coverage is the share of
 the reference's target pieces that are on their sentence's list, and its size the mean number of
 ids a sentence's list holds. With `--peak-rss` each kind also decodes the test set once more per
-beam in a process of its own (`rnnsearch evaluate`), whose peak resident memory is read from
-wait4: what a decoder with that kind needs. Prints one JSON object; docs/benchmarks.md, "int8
-decoding" and "Lexical shortlists", has the figures.
+beam in a process of its own (`rnnsearch evaluate`), which reports its own peak resident memory:
+what a decoder with that kind needs. `--profile FILE` decodes once more with each kind and beam
+under torch.profiler and writes their operator tables to FILE. Prints one JSON object;
+docs/benchmarks.md, "int8 decoding" and "Lexical shortlists", has the figures.
 """
 from __future__ import annotations
 
@@ -116,6 +117,23 @@ def timed_rounds(loaded: dict, kinds: list[str], beams: list[int], rounds: int, 
     return seconds, hyps
 
 
+def profile_kinds(loaded: dict, kinds: list[str], beams: list[int], src: list[str], path: str) -> None:
+    """Each kind and beam decodes src once more under torch.profiler; the operator tables (by self
+    CPU time) go to `path`, a section each."""
+    from torch.profiler import ProfilerActivity, profile
+
+    parts = []
+    for beam in beams:
+        for kind in kinds:
+            quantize, precision, short, engine = KINDS[kind]
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                loaded[quantize, short, engine].translate(src, beam=beam, attention=False,
+                                                          precision=precision)
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+            parts.append(f"## {kind}, beam {beam}, {len(src)} sentences\n{table}\n")
+    Path(path).write_text("\n".join(parts), encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="a model directory written by rnnsearch train")
@@ -128,6 +146,8 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="+", choices=list(KINDS), default=["fp32", "int8"],
                     help="what to decode with; fp32 is always among them (the baseline)")
     ap.add_argument("--shortlist", default="auto", help="for the +shortlist kinds: a file or auto")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="operator tables of one more decode with each kind and beam")
     ap.add_argument("--peak-rss", action="store_true",
                     help="also each kind's peak resident memory, decoding in a process of its own")
     args = ap.parse_args()
@@ -145,6 +165,8 @@ def main() -> None:
     loaded = {(q, short, engine): load(args.model, q, args.shortlist if short else None, engine)
               for q, _, short, engine in {KINDS[k] for k in kinds}}
     seconds, hyps = timed_rounds(loaded, kinds, args.beams, args.rounds, src)
+    if args.profile:
+        profile_kinds(loaded, kinds, args.beams, src, args.profile)
     result: dict = {"model": args.model, "sentences": len(src), "threads": args.threads,
                     "rounds": args.rounds, "machine": cpu_name(), "torch": torch.__version__,
                     "quantized_engine": int8_engine()[0],

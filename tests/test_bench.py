@@ -220,8 +220,14 @@ def test_quantize_benchmark_compares_every_kind_with_fp32(reverse_model, tmp_pat
     # run as the docs run it: a module of the benchmarks package, from the repository root
     out = subprocess.run([sys.executable, "-m", "benchmarks.quantize", "--model", str(reverse_model),
                           "--src", str(src), "--ref", str(ref), "--rounds", "2", "--beams", "1",
-                          "--kinds", "bf16", "int8"], cwd=ROOT, capture_output=True, text=True, check=True)
+                          "--kinds", "bf16", "int8", "--profile", str(tmp_path / "prof.txt")],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
     row = json.loads(out.stdout)["beam1"]
+    tables = (tmp_path / "prof.txt").read_text()
+    assert [line for line in tables.splitlines() if line.startswith("## ")] == [
+        "## fp32, beam 1, 12 sentences", "## bf16, beam 1, 12 sentences", "## int8, beam 1, 12 sentences"]
+    assert "quantized::linear_dynamic" in tables.split("## int8")[1]
+    assert "quantized::" not in tables.split("## bf16")[0]
     assert list(row) == ["fp32", "bf16", "int8"]  # the baseline first, then the kinds asked for
     assert "speedup" not in row["fp32"]
     for kind in ("bf16", "int8"):
