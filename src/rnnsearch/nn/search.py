@@ -116,11 +116,11 @@ CHUNKED_TOPK_FROM = 2048  # vocabularies at least this wide take top_k's two-sta
 def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.topk(k, dim=1)`` (values sorted, largest first), exact, in about half the time for a
     wide row: torch's CPU topk costs twice a log-softmax over the same (rows, 8,000). The row is
-    cut into chunks of about √V; the k chunks with the largest maxima hold the k largest values
+    cut into chunks of about √V (:func:`_chunk_size`); the k chunks with the largest maxima hold the k largest values
     (a chunk left out has k chunks above it, each holding a value at least as large), so the
     second topk runs over k chunks, not V. Among equal values the index may differ from topk's."""
     rows, width = x.shape
-    size = max(k, int(width ** 0.5))
+    size = max(k, _chunk_size(width))
     if width < CHUNKED_TOPK_FROM or width < 4 * k * size:
         return x.topk(k, dim=1)
     whole = width // size
@@ -129,10 +129,20 @@ def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         maxima = torch.cat([maxima, x[:, whole * size:].amax(1, keepdim=True)], 1)
     chunks = maxima.topk(k, dim=1).indices  # (rows, k)
     cols = (chunks.unsqueeze(2) * size + torch.arange(size, device=x.device)).view(rows, k * size)
-    past = cols >= width  # the short chunk's missing tail
-    values = x.gather(1, cols.clamp(max=width - 1)).masked_fill_(past, float("-inf"))
+    if whole * size == width:
+        values = x.gather(1, cols)
+    else:  # the short chunk's missing tail
+        values = x.gather(1, cols.clamp(max=width - 1)).masked_fill_(cols >= width, float("-inf"))
     best, at = values.topk(k, dim=1)
     return best, cols.gather(1, at)
+
+
+def _chunk_size(width: int) -> int:
+    """About √width, a divisor of width where one is near (8,000: 80), so that no chunk is short:
+    one pass of maxima over the row, no gather past its end to mask."""
+    root = int(width ** 0.5)
+    near = [d for d in range(root * 3 // 4, root * 4 // 3 + 1) if d and width % d == 0]
+    return min(near, key=lambda d: abs(d - width ** 0.5)) if near else root
 
 
 def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
