@@ -15,8 +15,8 @@ side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr .d
 .gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of their own (--venvs,
 once), trains all three systems twice on identical sentencepiece pieces (a short round A-B-C,
 then a longer one C-B-A whose models are kept), decodes test_2016_flickr greedy and beam 5 with
-each model in alternating rounds, and reports every figure with the ratios rnnsearch / anchor
-computed round by round.
+each model in alternating rounds (at each --decode-batches size: a system's speed in a round is its
+fastest), and reports every figure with the ratios rnnsearch / anchor computed round by round.
 """
 
 from __future__ import annotations
@@ -395,14 +395,14 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
 
 def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
                         precision: str = "fp32", quantize: str = "none",
-                        shortlist: str | None = None) -> dict:
+                        shortlist: str | None = None, batch: int = SIZES["batch"]) -> dict:
     """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
-    load not) and writes the translations."""
+    load not) and writes the translations; `batch` sentences in flight (the anchors' by default)."""
     extra = ["--shortlist", shortlist] if shortlist else []
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
                         "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
                         "--precision", precision, "--quantize", quantize, *extra,
-                        "--batch-size", str(SIZES["batch"])],  # the anchors' batch, not our default
+                        "--batch-size", str(batch)],
                        out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
     seconds = report["translate_seconds"]
@@ -442,8 +442,11 @@ class SideBySide:
         self.data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), self.work, args.test_sentences)
         self.n_test = len(self.data["test_refs"])
         self.training: dict = {}  # system -> round -> its training figures
-        self.decoding: dict = {name: {1: [], 5: []} for name in self.decoders}  # system -> beam -> rounds
-        self.outputs: dict = {}  # (system, beam) -> its translations of the last round
+        self.batches = args.decode_batches  # sentences per decoding batch; the first gives the BLEU
+        # system -> (beam, batch) -> rounds
+        self.decoding: dict = {name: {(b, n): [] for b in (1, 5) for n in self.batches}
+                               for name in self.decoders}
+        self.outputs: dict = {}  # (system, beam) -> its translations of the last round, first batch size
 
     def run(self) -> dict:
         """Train, decode and score everything; the result."""
@@ -488,35 +491,38 @@ class SideBySide:
                 self.training[name][label] = self.train(name, self.work / f"train-{label}" / name, steps)
                 log(f"  {name}: {self.training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
 
-    def translate(self, name: str, beam: int, out: Path) -> dict:
+    def translate(self, name: str, beam: int, batch: int, out: Path) -> dict:
         data = self.data
         model_of = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("model_of", name)
         model = self.training[model_of]["B"]["model"]
         if name in VARIANTS:
             v = VARIANTS[name]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
-                                       out, beam, v["decode"], v["quantize"], v.get("shortlist"))
+                                       out, beam, v["decode"], v["quantize"], v.get("shortlist"), batch)
         if name in ANCHOR_VARIANTS:
             return anchors.opennmt_translate(self.pythons["opennmt"], model, data["dir"] / "test.src", out,
-                                             beam, SIZES["batch"], ANCHOR_VARIANTS[name]["flags"])
+                                             beam, batch, ANCHOR_VARIANTS[name]["flags"])
         if name == "opennmt":
             return anchors.opennmt_translate(self.pythons[name], model, data["dir"] / "test.src", out, beam,
-                                             SIZES["batch"])
+                                             batch)
         return anchors.joeynmt_translate(self.pythons[name], Path(model).parent, data["dir"], out, beam,
-                                         SIZES)
+                                         {**SIZES, "batch": batch})
 
     def decode_rounds(self) -> None:
-        """--decode-rounds rounds of greedy then beam 5, every system in turn, the order reversed
-        each round."""
+        """--decode-rounds rounds of greedy then beam 5 at each --decode-batches size, every system
+        in turn, the order reversed each round."""
         for r in range(self.args.decode_rounds):
             order = self.decoders if r % 2 == 0 else self.decoders[::-1]
             for beam in (1, 5):
-                for name in order:
-                    out = self.work / "decode" / f"{name}.beam{beam}.round{r}"
-                    res = self.translate(name, beam, out)
-                    self.decoding[name][beam].append(res)
-                    self.outputs[(name, beam)] = Path(res.get("output", out))
-                    log(f"{name} beam {beam}: {self.n_test / res['seconds']:.1f} sentences/s")
+                for batch in self.batches:
+                    for name in order:
+                        out = self.work / "decode" / f"{name}.beam{beam}.batch{batch}.round{r}"
+                        res = self.translate(name, beam, batch, out)
+                        self.decoding[name][beam, batch].append(res)
+                        if batch == self.batches[0]:
+                            self.outputs[(name, beam)] = Path(res.get("output", out))
+                        log(f"{name} beam {beam}, batches of {batch}: "
+                            f"{self.n_test / res['seconds']:.1f} sentences/s")
 
     def flops(self) -> dict[str, float]:
         """Training FLOPs per target token of each trained system, each counted for its own model."""
@@ -530,9 +536,12 @@ class SideBySide:
                 data["src_per_tgt"], data["mean_src_len"])
         return flops
 
-    def speeds(self, name: str, beam: int) -> list[float]:
-        """Sentences/s of each decoding round."""
-        return [self.n_test / r["seconds"] for r in self.decoding[name][beam]]
+    def speeds(self, name: str, beam: int, batch: int | None = None) -> list[float]:
+        """Sentences/s of each decoding round at `batch` sentences a batch; without one, each
+        round's fastest over --decode-batches (the system at its fastest setting)."""
+        if batch is not None:
+            return [self.n_test / r["seconds"] for r in self.decoding[name][beam, batch]]
+        return [max(round_) for round_ in zip(*(self.speeds(name, beam, n) for n in self.batches))]
 
     def hypotheses(self, name: str) -> dict[int, list[str]]:
         """Each beam's translations of the last round, as text (the anchors' pieces joined)."""
@@ -566,13 +575,17 @@ class SideBySide:
         else:
             entry = {"decodes_model_of": {**VARIANTS, **ANCHOR_VARIANTS}[name]["model_of"]}
         if name in VARIANTS:
-            entry["decode_precision"] = self.decoding[name][5][-1]["precision"]
+            entry["decode_precision"] = self.decoding[name][5, self.batches[0]][-1]["precision"]
         # what each side decoded with, so that a ratio says whether it compares like with like
         entry["quantize"] = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("quantize", "none")
         if VARIANTS.get(name, {}).get("shortlist"):
             entry["shortlist"] = VARIANTS[name]["shortlist"]
         hyps, refs = self.hypotheses(name), self.data["test_refs"]
-        decoded = [d for b in (1, 5) for d in self.decoding[name][b]]
+        decoded = [d for rounds in self.decoding[name].values() for d in rounds]
+        if len(self.batches) > 1:  # each batch size's own speeds beside the fastest
+            entry["sent_per_s_by_batch"] = {
+                f"beam{b}": {str(n): [round(x, 1) for x in self.speeds(name, b, n)] for n in self.batches}
+                for b in (1, 5)}
         entry.update({
             "greedy_sent_per_s": [round(x, 1) for x in self.speeds(name, 1)],
             "beam5_sent_per_s": [round(x, 1) for x in self.speeds(name, 5)],
@@ -677,6 +690,9 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=900,
                     help="side by side: steps of round B (the decoded models)")
     ap.add_argument("--decode-rounds", type=int, default=2)
+    ap.add_argument("--decode-batches", type=int, nargs="+", default=[SIZES["batch"]],
+                    help="side by side: sentences per decoding batch, each timed; a system's speed is its "
+                         "fastest, BLEU from the first")
     ap.add_argument("--test-sentences", type=int, default=0,
                     help="side by side: first N test sentences (0: all)")
     ap.add_argument("--anchors", nargs="+", choices=ANCHOR_NAMES, default=ANCHOR_NAMES,

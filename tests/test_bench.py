@@ -1,5 +1,6 @@
 """benchmarks/: the FLOP count behind `mfu`, and the anchors' log formats the side-by-side run reads."""
 
+import argparse
 import gzip
 import json
 import os
@@ -131,6 +132,31 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
     assert bench.anchor_systems(["opennmt"]) == (["opennmt"], ["opennmt", "opennmt-int8"])
     assert bench.anchor_systems(["joeynmt"]) == (["joeynmt"], ["joeynmt"])
     assert bench.anchor_systems(bench.ANCHOR_NAMES)[1] == ["opennmt", "joeynmt", "opennmt-int8"]
+
+
+def test_side_by_side_times_each_batch_size_and_takes_each_systems_fastest(tmp_path):
+    """--decode-batches: every system decodes at every size in every round; its speed in a round is
+    its fastest size's, and its BLEU comes from the first size's translations."""
+    sbs = object.__new__(bench.SideBySide)
+    sbs.args = argparse.Namespace(decode_rounds=2)
+    sbs.decoders, sbs.batches, sbs.n_test, sbs.work = ["rnnsearch", "opennmt"], [64, 128], 100, tmp_path
+    sbs.decoding = {name: {(b, n): [] for b in (1, 5) for n in sbs.batches} for name in sbs.decoders}
+    sbs.outputs = {}
+    seconds = {("rnnsearch", 64): [1.0, 2.0], ("rnnsearch", 128): [2.0, 1.0],
+               ("opennmt", 64): [4.0, 4.0], ("opennmt", 128): [5.0, 5.0]}
+    calls = []
+
+    def translate(name, beam, batch, out):
+        calls.append((name, beam, batch))
+        rounds_done = sum(1 for c in calls if c == (name, beam, batch)) - 1
+        return {"seconds": seconds[name, batch][rounds_done] * beam, "output": str(out)}
+
+    sbs.translate = translate
+    sbs.decode_rounds()
+    assert len(calls) == 2 * 2 * 2 * 2  # rounds x beams x batch sizes x systems
+    assert sbs.speeds("rnnsearch", 1) == [100.0, 100.0]  # round 1 at 64, round 2 at 128
+    assert sbs.speeds("rnnsearch", 1, 128) == [50.0, 100.0] and sbs.speeds("opennmt", 5) == [5.0, 5.0]
+    assert all(".batch64." in str(path) for path in sbs.outputs.values())
 
 
 def test_opennmt_config_takes_a_dropout(tmp_path):
