@@ -609,6 +609,10 @@ class SideBySide:
                     pair["train_peak_rss"] = round(systems[mine]["train_peak_rss_mb"]
                                                    / systems[name]["train_peak_rss_mb"], 2)
                 out[f"{mine}/{name}"] = pair
+        # each round, rnnsearch's fastest variant against the fastest anchor (each at its fastest size)
+        fastest = lambda names, beam: [max(r) for r in zip(*(self.speeds(n, beam) for n in names))]  # noqa: E731
+        out["fastest/fastest"] = {f"{key}_sent_per_s": ratio(fastest(self.ours, b), fastest(self.anchors, b))
+                                  for key, b in (("greedy", 1), ("beam5", 5))}
         return out
 
 

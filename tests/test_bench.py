@@ -157,6 +157,28 @@ def test_side_by_side_times_each_batch_size_and_takes_each_systems_fastest(tmp_p
     assert sbs.speeds("rnnsearch", 1) == [100.0, 100.0]  # round 1 at 64, round 2 at 128
     assert sbs.speeds("rnnsearch", 1, 128) == [50.0, 100.0] and sbs.speeds("opennmt", 5) == [5.0, 5.0]
     assert all(".batch64." in str(path) for path in sbs.outputs.values())
+    sbs.ours, sbs.anchors, sbs.training = ["rnnsearch"], ["opennmt"], {}
+    fastest = sbs.ratios({})["fastest/fastest"]
+    assert fastest == {"greedy_sent_per_s": [4.0, 4.0], "beam5_sent_per_s": [4.0, 4.0]}
+
+
+def test_ab_decodes_with_each_tree_in_its_own_process_and_compares_the_outputs(reverse_model, tmp_path):
+    src = tmp_path / "src.txt"
+    src.write_text("".join(s + "\n" for s in toy_pairs(8, "reverse", seed=5, **TOY)[0]))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.ab", "--before", "src", "--after",
+                          str(ROOT / "src"), "--model", str(reverse_model), "--src", str(src),
+                          "--rounds", "2", "--threads", "1"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    for beam in ("beam1", "beam5"):
+        row = result[beam]
+        assert len(row["before"]["rounds"]) == len(row["after"]["rounds"]) == 2
+        assert row["ratio"] == pytest.approx(row["after"]["median"] / row["before"]["median"], abs=1e-3)
+        assert row["identical_translations"] is True  # the same tree twice
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.ab", "--before", str(tmp_path), "--after", "src",
+                          "--model", str(tmp_path / "none"), "--src", str(src), "--rounds", "1"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "ab: decoding with" in bad.stderr
 
 
 def test_opennmt_config_takes_a_dropout(tmp_path):
