@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rnnsearch.config import load_config
 from rnnsearch.tools.cli import main
 
 WORDS = "the a cat dog sees likes small big red house tree".split()
@@ -205,6 +206,29 @@ def test_config_nested_deeper_than_the_parser_goes(tmp_path, capsys):
     _fails(capsys, ["train", str(_config(tmp_path, src, tgt, tmp_path / "m")), "--set",
                     "model.hidden=" + "[" * 50_000], "model.hidden")
     assert not (tmp_path / "m").exists()
+
+
+def test_yaml_aliases_that_expand_to_billions_or_to_themselves_are_refused(tmp_path, capsys):
+    """A billion laughs: nine aliases of nine aliases, 9^10 values from 200 bytes. It is measured
+    on the parsed nodes, never built; a few shared anchors, as people use them, still load."""
+    levels = ['&a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefghi", "bcdefghij"):
+        levels.append(f"&{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("model:\n  emb: [" + ", ".join(levels) + "]\n")
+    _fails(capsys, ["train", str(bomb)], str(bomb), "its aliases expand to more than 100,000 values")
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("model:\n  emb: &a [1, *a]\n")
+    _fails(capsys, ["train", str(loop)], str(loop), "an alias refers to a node that contains it")
+    long = tmp_path / "long.yaml"  # a wrong value a megabyte long is shown cut short
+    long.write_text("model:\n  score: " + "x" * 1_000_000 + "\n")
+    err = _fails(capsys, ["train", str(long)], "model.score: expected one of")
+    assert len(err) < 400
+    src, tgt = _corpus(tmp_path)
+    shared = _config(tmp_path, src, tgt, tmp_path / "m")
+    shared.write_text(shared.read_text().replace("emb: 16, hidden: 16", "emb: &n 24, hidden: *n"))
+    cfg = load_config(shared)
+    assert (cfg.model.emb, cfg.model.hidden) == (24, 24)
 
 
 def _deep_config(model_dir: Path) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import json
 import re
+import reprlib
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,11 +39,44 @@ _Loader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+MAX_YAML_VALUES = 100_000  # a config holds a few hundred; aliases of aliases can make a few lines billions
+
+
 def _yaml(text: str):
     try:
+        node = yaml.compose(text, Loader=_Loader)
+        if node is not None and _expanded_size(node, {}, set()) > MAX_YAML_VALUES:
+            raise yaml.YAMLError(f"its aliases expand to more than {MAX_YAML_VALUES:,} values")
         return yaml.load(text, Loader=_Loader)
     except RecursionError:  # nesting deeper than Python's stack (a 100 kB file of brackets will do)
         raise yaml.YAMLError("nested too deeply") from None
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values `node` holds once every alias in it is expanded. A node that several
+    aliases share is counted once and its size reused, so a bomb is measured without building it."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise yaml.YAMLError("an alias refers to a node that contains it")
+    open_.add(key)
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    sizes[key] = 1 + sum(_expanded_size(child, sizes, open_) for child in children)
+    open_.discard(key)
+    return sizes[key]
+
+
+def _show(value: Any) -> str:
+    """repr of a value for an error message, cut short: a config value can be a megabyte."""
+    short = reprlib.Repr()
+    short.maxstring, short.maxother, short.maxlist, short.maxdict, short.maxlevel = 80, 80, 6, 6, 3
+    return short.repr(value)
 
 
 @dataclass
@@ -249,11 +283,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 return _coerce(value, a, where)
             except ConfigError:
                 pass
-        raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
+        raise ConfigError(f"{where}: expected {_describe(tp)}, got {_show(value)}")
     if origin is Literal:
         if value in typing.get_args(tp):
             return value
-        raise ConfigError(f"{where}: expected one of {_describe(tp)}, got {value!r}")
+        raise ConfigError(f"{where}: expected one of {_describe(tp)}, got {_show(value)}")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -266,7 +300,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     elif tp is str:
         if isinstance(value, str):
             return value
-    raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
+    raise ConfigError(f"{where}: expected {_describe(tp)}, got {_show(value)}")
 
 
 def merge_dicts(base: dict, update: dict) -> dict:
@@ -282,7 +316,7 @@ def merge_dicts(base: dict, update: dict) -> dict:
 
 def _build(cls: type, raw: Any, where: str, source: str) -> Any:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: {where or 'config'} must be a mapping, got {raw!r}")
+        raise ConfigError(f"{source}: {where or 'config'} must be a mapping, got {_show(raw)}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}

@@ -116,9 +116,10 @@ CHUNKED_TOPK_FROM = 2048  # vocabularies at least this wide take top_k's two-sta
 def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.topk(k, dim=1)`` (values sorted, largest first), exact, in about half the time for a
     wide row: torch's CPU topk costs twice a log-softmax over the same (rows, 8,000). The row is
-    cut into chunks of about √V (:func:`_chunk_size`); the k chunks with the largest maxima hold the k largest values
-    (a chunk left out has k chunks above it, each holding a value at least as large), so the
-    second topk runs over k chunks, not V. Among equal values the index may differ from topk's."""
+    cut into chunks of about √V (:func:`_chunk_size`); the k chunks with the largest maxima hold
+    the k largest values (a chunk left out has k chunks above it, each holding a value at least as
+    large), so the second topk runs over k chunks, not V. Among equal values the index may differ
+    from topk's."""
     rows, width = x.shape
     size = max(k, _chunk_size(width))
     if width < CHUNKED_TOPK_FROM or width < 4 * k * size:
