@@ -27,6 +27,7 @@ forced), so the result for a sentence does not depend on the batch it is decoded
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Optional
@@ -138,6 +139,7 @@ def top_k(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return best, cols.gather(1, at)
 
 
+@functools.lru_cache(maxsize=64)
 def _chunk_size(width: int) -> int:
     """About √width, a divisor of width where one is near (8,000: 80), so that no chunk is short:
     one pass of maxima over the row, no gather past its end to mask."""
