@@ -394,16 +394,17 @@ def rnnsearch_train(work: Path, data: dict, steps: int, precision: str = "fp32")
 
 
 def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
-                        precision: str = "fp32", quantize: str = "none",
-                        shortlist: str | None = None, batch: int = SIZES["batch"]) -> dict:
-    """`rnnsearch evaluate --output`: it times Translator.translate (tokenising included, the model
-    load not) and writes the translations; `batch` sentences in flight (the anchors' by default)."""
+                        precision: str = "fp32", quantize: str = "none", shortlist: str | None = None,
+                        batch: int | None = SIZES["batch"], env: dict | None = None) -> dict:
+    """`rnnsearch evaluate --output` in a process of its own: it times Translator.translate
+    (tokenising included, the model load not) and writes the translations; `batch` sentences in
+    flight (the anchors' by default, None: the model's own), `env` added to its environment."""
     extra = ["--shortlist", shortlist] if shortlist else []
+    extra += ["--batch-size", str(batch)] if batch else []
     done = anchors.run([sys.executable, "-m", "rnnsearch", "evaluate", "--model", model, "--src", str(src),
                         "--ref", str(ref), "--beam", str(beam), "--output", str(out), "--device", "cpu",
-                        "--precision", precision, "--quantize", quantize, *extra,
-                        "--batch-size", str(batch)],
-                       out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src")})
+                        "--precision", precision, "--quantize", quantize, *extra],
+                       out.with_suffix(".log"), env={"PYTHONPATH": str(ROOT / "src"), **(env or {})})
     report, _ = json.JSONDecoder().raw_decode(done.output, done.output.index("{"))  # log lines may follow
     seconds = report["translate_seconds"]
     return {"seconds": seconds, "process_seconds": done.seconds, "peak_rss_mb": done.peak_rss_mb,

@@ -33,6 +33,16 @@ SIZES = {"emb": 256, "hidden": 256, "batch": 64}  # what the anchors are given
 DEFAULT_MULTI30K = Path(os.environ.get("RNNSEARCH_DATA") or "data") / "multi30k"
 
 
+def memory_kb(pid: int) -> dict[str, int]:
+    """RssAnon and VmHWM of a process, in kB (empty once it has exited, or without /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in text.splitlines())
+            if k in ("RssAnon", "VmHWM")}
+
+
 def has_multi30k(corpus: Path) -> bool:
     """Whether `corpus` holds Multi30k's training text (plain or .gz)."""
     return (corpus / "train.de.gz").exists() or (corpus / "train.de").exists()

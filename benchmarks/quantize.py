@@ -14,10 +14,11 @@ that a noisy machine slows all alike; the speed of each is its median over the r
 "+shortlist" kind decodes over `--shortlist` (engine/shortlist.py); its coverage is the share of
 the reference's target pieces that are on their sentence's list, and its size the mean number of
 ids a sentence's list holds. With `--peak-rss` each kind also decodes the test set once more per
-beam in a process of its own (`rnnsearch evaluate`), which reports its own peak resident memory:
-what a decoder with that kind needs. `--profile FILE` decodes once more with each kind and beam
-under torch.profiler and writes their operator tables to FILE. Prints one JSON object;
-docs/benchmarks.md, "int8 decoding" and "Lexical shortlists", has the figures.
+beam in a process of its own (`rnnsearch evaluate`, as the side by side runs it), whose peak
+resident memory is read while it runs: what a decoder with that kind needs. `--profile FILE`
+decodes once more with each kind and beam under torch.profiler and writes their operator tables
+to FILE. Prints one JSON object; docs/benchmarks.md, "int8 decoding" and "Lexical shortlists",
+has the figures.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from unittest import mock
 import torch
 
 import rnnsearch
-from benchmarks import anchors
+from benchmarks.bench import rnnsearch_translate
 from benchmarks.common import cpu_name, print_result
 from rnnsearch.engine.evaluate import score_corpus
 from rnnsearch.engine.quantize import int8_engine
@@ -69,34 +70,17 @@ def coverage(translator, src: list[str], ref: list[str]) -> dict:
             "vocabulary": len(translator.tgt_tok)}
 
 
-# `rnnsearch ARGS...` that writes its own peak RSS (VmHWM: this process image's, from exec on) last
-_REPORT_PEAK = """import atexit, runpy, sys
-def peak():
-    with open("/proc/self/status") as status:
-        kb = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
-    sys.stderr.write(f"\\npeak_rss_kb {kb}\\n")
-atexit.register(peak)
-sys.argv[0] = "rnnsearch"
-runpy.run_module("rnnsearch", run_name="__main__")
-"""
-
-
 def peak_rss_mb(model: str, kind: str, beam: int, src: list[str], ref: list[str], shortlist: str,
                 threads: int, work: Path) -> float:
-    """Peak RSS (MB) of `rnnsearch evaluate` decoding src with `kind` in a process of its own. Read
-    in the child (VmHWM), not from wait4: Linux may carry the parent's peak RSS, with its loaded
-    models, across fork and exec into the child's ru_maxrss."""
+    """Peak RSS (MB) of `rnnsearch evaluate` decoding src with `kind` in a process of its own."""
     quantize, precision, short, engine = KINDS[kind]
     files = [work / "src.txt", work / "ref.txt"]
     for path, lines in zip(files, (src, ref)):
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    cmd = [sys.executable, "-c", _REPORT_PEAK, "evaluate", "--model", model, "--src", str(files[0]),
-           "--ref", str(files[1]), "--beam", str(beam), "--device", "cpu", "--precision", precision,
-           "--quantize", quantize, "--output", str(work / "hyp.txt"),
-           *(["--shortlist", shortlist] if short else [])]
     env = {"OMP_NUM_THREADS": str(threads), **({"RNNSEARCH_INT8_ENGINE": engine} if engine else {})}
-    text = anchors.run(cmd, work / "evaluate.log", env=env).output
-    return round(int(text.rsplit("peak_rss_kb ", 1)[1].split()[0]) / 1024, 1)
+    done = rnnsearch_translate(model, files[0], files[1], work / "hyp.txt", beam, precision, quantize,
+                               shortlist if short else None, batch=None, env=env)
+    return round(done["peak_rss_mb"], 1)
 
 
 def timed_rounds(loaded: dict, kinds: list[str], beams: list[int], rounds: int, src: list[str]):

@@ -26,7 +26,7 @@ import time
 from itertools import cycle
 from pathlib import Path
 
-from benchmarks.common import BENCH_CONFIG, ROOT, cpu_features, cpu_name
+from benchmarks.common import BENCH_CONFIG, ROOT, cpu_features, cpu_name, memory_kb
 from rnnsearch.config import config_from_dict, load_config, merge_dicts
 from rnnsearch.engine.corpus import vocabularies
 from rnnsearch.engine.prepared import ParallelFiles, prepare_or_load, prepare_split
@@ -92,16 +92,6 @@ def write_model_dir(cfg: dict, files: ParallelFiles) -> None:
     model_dir.mkdir(parents=True)
     save_tokenizers(model_dir, config.vocab, *vocabularies(config, files))
     config.save(model_dir / "config.json")
-
-
-def memory_kb(pid: int) -> dict[str, int]:
-    """RssAnon and VmHWM of a process, in kB (empty once it has exited)."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    return {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in text.splitlines())
-            if k in ("RssAnon", "VmHWM")}
 
 
 def train_process(cfg: dict, work: Path) -> dict:

@@ -69,6 +69,21 @@ def test_steady_rate_skips_the_start_and_takes_the_median():
         anchors.steady([])
 
 
+def test_a_childs_peak_memory_is_its_own_not_the_parents(tmp_path):
+    """anchors.run reads the child's own high-water mark while it runs: a child that holds 200 MB
+    reads about that, and one that holds little reads little even though this process has just
+    held 600 MB (which wait4's ru_maxrss can carry into a child across fork and exec)."""
+    hold = ("import sys, time; b = bytearray(int(sys.argv[1]) << 20); b[::4096] = b'x' * len(b[::4096]); "
+            "time.sleep(0.4)")
+    big = anchors.run([sys.executable, "-c", hold, "200"], tmp_path / "big.log")
+    assert 200 < big.peak_rss_mb < 400
+    ballast = bytearray(600 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # resident in this process
+    del ballast
+    small = anchors.run([sys.executable, "-c", hold, "1"], tmp_path / "small.log")
+    assert small.peak_rss_mb < 100
+
+
 def test_anchor_flops_grow_with_the_decoder_and_the_vocabulary():
     base = anchors.anchor_flops_per_target_token(256, 256, 512, 8000, 1.0, 14.0)
     assert anchors.anchor_flops_per_target_token(256, 256, 512, 9000, 1.0, 14.0) - base == 3 * 2 * 512 * 1000
