@@ -43,13 +43,19 @@ MAX_YAML_VALUES = 100_000  # a config holds a few hundred; aliases of aliases ca
 
 
 def _yaml(text: str):
+    """yaml.load's two stages, parse to nodes then build values, with the nodes measured between."""
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=_Loader)
-        if node is not None and _expanded_size(node, {}, set()) > MAX_YAML_VALUES:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set()) > MAX_YAML_VALUES:
             raise yaml.YAMLError(f"its aliases expand to more than {MAX_YAML_VALUES:,} values")
-        return yaml.load(text, Loader=_Loader)
+        return loader.construct_document(node)
     except RecursionError:  # nesting deeper than Python's stack (a 100 kB file of brackets will do)
         raise yaml.YAMLError("nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
