@@ -286,6 +286,29 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def test_an_epoch_whose_last_update_is_skipped_still_logs_its_loss(tmp_path, monkeypatch):
+    """fp16 loss scaling skips an update that overflows; when that was an epoch's last batch, the
+    epoch's training log line (its steps' mean loss) must still be written."""
+    import rnnsearch.engine.train as training
+
+    epoch_sizes, batches, update = [], training.make_batches, Trainer.train_batch
+
+    def make_batches(*args):
+        made = batches(*args)
+        epoch_sizes.append(len(made))
+        return made
+
+    def skip_last(self, batch, epoch, pos):
+        done = update(self, batch, epoch, pos)
+        return None if pos == epoch_sizes[-1] - 1 else done
+
+    monkeypatch.setattr(training, "make_batches", make_batches)
+    monkeypatch.setattr(Trainer, "train_batch", skip_last)
+    model_dir = train(toy_config(tmp_path, "skips", max_epochs=2))
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records if r.get("kind") == "train"] == [0, 1]
+
+
 @pytest.mark.parametrize("precision,gru", [("bf16", "paper"), ("fp16", "paper"), ("bf16", "cudnn")])
 def test_device_mixed_precision_training_runs_and_learns(tmp_path, precision, gru, device):
     """Autocast training (bf16, or fp16 with loss scaling), also with the fused (cuDNN) encoder."""

@@ -674,18 +674,23 @@ class Trainer:
             bar = _bar(total=len(batches), initial=state.position, desc=f"epoch {epoch + 1}", leave=False)
         window = self.new_window()
         stop = None
+        made: Optional[Step] = None  # the latest update, whose gradient norm a log line reports
         for pos in range(state.position, len(batches)):
             state.position = pos + 1
             self.regularize(state.step >= t.dropout_start)
             step = self.train_batch(batches[pos], epoch, pos)
+            last = pos == len(batches) - 1
+            if step is not None:
+                made = step
+                window.add(step)
+                if bar is not None:
+                    bar.update(1)
+            # the epoch's last line is written even where its last update was skipped (fp16 overflow)
+            due = last or (step is not None and state.step % t.log_every == 0)
+            if due and made is not None and window.tokens:
+                self.log_window(window, made, bar)
             if step is None:  # update skipped
                 continue
-            window.add(step)
-            if bar is not None:
-                bar.update(1)
-            last = pos == len(batches) - 1
-            if state.step % t.log_every == 0 or last:
-                self.log_window(window, step, bar)
             state.seconds = time.time() - self.started
             stop = self.after_step(last)
             if stop is not None:
