@@ -51,7 +51,7 @@ from benchmarks.common import (
     sync,
 )
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts
-from rnnsearch.engine.data import (
+from rnnsearch.engine.data.parallel import (
     ParallelData,
     collate,
     make_batches,
@@ -59,11 +59,11 @@ from rnnsearch.engine.data import (
     read_parallel,
     target_tokens,
 )
-from rnnsearch.engine.train import batch_loss, make_optimizer
-from rnnsearch.engine.translate import Translator
-from rnnsearch.engine.vocab import build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.engine.data.vocab import build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.engine.decode.translator import Translator
+from rnnsearch.engine.train.trainer import batch_loss, make_optimizer
 from rnnsearch.nn.model import build_model
-from rnnsearch.tools.democorpus import generate
+from rnnsearch.tools.apple_corpus import generate
 
 
 def flops_per_target_token(cfg: ModelConfig, tgt_vocab: int, src_per_tgt: float, src_len: float) -> dict:

@@ -11,7 +11,7 @@ next to a statistical aligner (eflomal) on the same sentences.
 2. Train a French→English RNNsearch (configs/hansards_fr_en.yaml) on it, unless the run exists
    (an interrupted run is resumed); with --both-directions an English→French one beside it, the
    two at once in processes of their own; with --agreement λ instead the two directions trained
-   jointly, their attention pulled together (train.agreement, engine/agreement.py), in one
+   jointly, their attention pulled together (train.agreement, engine/train/agreement.py), in one
    process: model_agree-KIND-λ/ and model_agree-KIND-λ/reverse/.
 3. Align the 37 trial sentences with attention — argmax or thresholded many-to-many, α_i or the
    shifted α_{i+1} for target word i, and with two directions their intersection, union,
@@ -47,8 +47,8 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks.common import ROOT, cpu_features, cpu_name, print_result
-from rnnsearch.engine.agreement import KINDS
-from rnnsearch.engine.alignment import aer, read_naacl, symmetrize
+from rnnsearch.engine.align.links import aer, read_naacl, symmetrize
+from rnnsearch.engine.train.agreement import KINDS
 
 ELISIONS = {"c": "ce", "d": "de", "j": "je", "l": "le", "m": "me", "n": "ne", "s": "se", "t": "te",
             "qu": "que", "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique"}
@@ -146,7 +146,7 @@ def model_bleu(model: Path, src: str, ref: str, device: str = "cpu", beam: int =
     import sacrebleu
 
     from rnnsearch.engine.checkpoint import load_weights
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     sources = Path(src).read_text(encoding="utf-8").splitlines()
     refs = Path(ref).read_text(encoding="utf-8").splitlines()
@@ -187,7 +187,7 @@ def tag_placement(sources: list[str], sure: list[set], references: list[str], li
                   seed: int = 1) -> dict:
     """Share of the tagged test set's tags that `links` put on the very reference words the sure
     gold links put them on (engine.markup.tag_accuracy)."""
-    from rnnsearch.engine.markup import tag_accuracy
+    from rnnsearch.engine.decode.markup import tag_accuracy
 
     return tag_accuracy(tagged_sources(sources, sure, seed), sure, references, links)
 
@@ -203,7 +203,7 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
     mean of those two, cell by cell: two opinions on each row), "snapshot-mean" (the attention
     averaged over the model's kept snapshots, train.keep_last), "averaged" (the attention of the
     snapshots' averaged weights); `last`: the last N snapshots only (0: all kept)."""
-    from rnnsearch.engine.alignment import mean_weights
+    from rnnsearch.engine.align.links import mean_weights
 
     sides = {"fwd": (fr, en, fr_path), "rev": (en, fr, en_path)}
     out: dict[str, dict[str, list]] = {kind: {} for kind in kinds}
@@ -217,7 +217,7 @@ def pair_weights(models: dict, kinds: tuple[str, ...], fr: list[str], en: list[s
 def _model_weights(translator, kinds: tuple[str, ...], src: list[str], tgt: list[str], where: str,
                    last: int) -> dict[str, list]:
     """{kind: rows} of one model (pair_weights)."""
-    from rnnsearch.engine.alignment import mean_weights, word_attention
+    from rnnsearch.engine.align.links import mean_weights, word_attention
     from rnnsearch.engine.checkpoint import average_weights, load_weights, snapshots
 
     rows: dict[str, list] = {}  # attention and saliency, each computed once
@@ -253,7 +253,7 @@ def score_settings(weights: dict[str, dict[str, list]], sure: list, possible: li
     """{label: (AER scores, links)} for every kind of weights, method, threshold, row shift and
     (with a reverse model) symmetrisation. Labels: split/[kind:]method[@thr]/shiftN[/sym], the
     kind left out for the attention."""
-    from rnnsearch.engine.alignment import attention_links, flip, soft_links
+    from rnnsearch.engine.align.links import attention_links, flip, soft_links
 
     methods = [("argmax", 0.0), *(("threshold", t) for t in (0.1, 0.2, 0.3, 0.4))]
     out = {}
@@ -288,8 +288,8 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
     once (teacher forcing), the settings are applied to them. `ensemble`: other work directories
     of this script whose models join these (model/, and model_en_fr/ with a reverse model), their
     weights averaged with these."""
-    from rnnsearch.engine.alignment import attention_links, word_attention
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.align.links import attention_links, word_attention
+    from rnnsearch.engine.decode.translator import load
 
     gold = data / "hansards_naacl2003_align_gold"
     models = {"fwd": [load(d, device=device) for d in (model, *(w / model.name for w in ensemble))]}

@@ -22,7 +22,7 @@ import torch
 
 import rnnsearch
 from rnnsearch.config import config_from_dict
-from rnnsearch.engine.evaluate import bleu_by_length
+from rnnsearch.engine.decode.evaluate import bleu_by_length
 from rnnsearch.tools.toy import write_toy_corpus
 
 

@@ -1,5 +1,5 @@
 """What a corpus costs as it grows: preparing it, its disk size, and the memory and speed of a
-training process that reads it (prepared, memory-mapped corpora; engine/prepared.py).
+training process that reads it (prepared, memory-mapped corpora; engine/data/prepared.py).
 
 Corpora of 0.1M, 1M, 3M and 10M pairs are made by repeating a real corpus (Europarl it-en by
 default: a development copy, never committed). For each: the seconds to prepare it with 1 and 2
@@ -28,9 +28,9 @@ from pathlib import Path
 
 from benchmarks.common import BENCH_CONFIG, ROOT, cpu_features, cpu_name, memory_kb
 from rnnsearch.config import config_from_dict, load_config, merge_dicts
-from rnnsearch.engine.corpus import vocabularies
-from rnnsearch.engine.prepared import ParallelFiles, prepare_or_load, prepare_split
-from rnnsearch.engine.vocab import save_tokenizers
+from rnnsearch.engine.data.pairs import vocabularies
+from rnnsearch.engine.data.prepared import ParallelFiles, prepare_or_load, prepare_split
+from rnnsearch.engine.data.vocab import save_tokenizers
 from rnnsearch.io import count_lines
 
 SIZES = (100_000, 1_000_000, 3_000_000, 10_000_000)

@@ -31,7 +31,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.common import cpu_name, print_result
-from rnnsearch.tools.democorpus import generate
+from rnnsearch.tools.apple_corpus import generate
 
 BAD = [  # (body, expected status)
     (b"{not json", 400), (b"[1]", 422), (b"{}", 422), (b'{"text": 5}', 422), (b'{"text": ""}', 422),

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rnnsearch.config import ModelConfig, config_from_dict
-from rnnsearch.engine.train import train
-from rnnsearch.engine.vocab import PAD
+from rnnsearch.engine.data.vocab import PAD
+from rnnsearch.engine.train.trainer import train
 from rnnsearch.nn.model import build_model
 from rnnsearch.tools.toy import write_toy_corpus
 

@@ -1,4 +1,4 @@
-"""Agreement-based joint training (engine/agreement.py, train.agreement): the disagreement Δ on
+"""Agreement-based joint training (engine/train/agreement.py, train.agreement): the disagreement Δ on
 hand-made and random attention, its gradient, and a joint run end to end — both directions'
 model directories, resume, and the alignment read from the pair."""
 
@@ -14,8 +14,14 @@ from safetensors.torch import load_file
 
 from rnnsearch import train
 from rnnsearch.config import ConfigError, ModelConfig
-from rnnsearch.engine.agreement import AgreementState, AgreementTrainer, Pair, disagreement, reverse_examples
-from rnnsearch.engine.data import Example, collate
+from rnnsearch.engine.data.parallel import Example, collate
+from rnnsearch.engine.train.agreement import (
+    AgreementState,
+    AgreementTrainer,
+    Pair,
+    disagreement,
+    reverse_examples,
+)
 from rnnsearch.nn.model import build_model
 
 
@@ -127,7 +133,7 @@ def test_joint_run_resumes_to_the_same_weights_of_both_directions(tmp_path):
 
 
 def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path):
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
     from rnnsearch.tools.toy import toy_pairs
 
     cfg = toy_config(tmp_path, "joint", max_epochs=30, stop_valid_loss=0.01, batch_size=16, agreement=1.0,
@@ -189,7 +195,7 @@ def test_a_joint_run_stops_on_the_validation_loss_of_both_directions():
 
 
 def test_the_plain_entry_point_refuses_a_joint_run(tmp_path):
-    from rnnsearch.engine.train import train as train_one
+    from rnnsearch.engine.train.trainer import train as train_one
 
     with pytest.raises(ConfigError, match="train.agreement: trains a pair of models"):
         train_one(toy_config(tmp_path, "joint", agreement=1.0))

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rnnsearch.cli import main
 from rnnsearch.config import config_from_dict
-from rnnsearch.engine.aligner import Lexicon, open_alignment, piece_counts, piece_links
-from rnnsearch.engine.alignment import word_spans
-from rnnsearch.engine.vocab import SentencePiece
+from rnnsearch.engine.align.eflomal import Lexicon, open_alignment, piece_counts, piece_links
+from rnnsearch.engine.align.links import word_spans
+from rnnsearch.engine.data.vocab import SentencePiece
 from rnnsearch.io import DataError
-from rnnsearch.tools.cli import main
 from rnnsearch.tools.toy import write_toy_corpus
 
 
@@ -117,8 +117,8 @@ def test_the_reversal_is_found_and_links_index_the_training_tokens(tmp_path, cap
 
 def test_pieces_and_a_reversed_source_follow_the_prepared_ids(tmp_path):
     needs_eflomal()
-    from rnnsearch.engine.aligner import align_config
-    from rnnsearch.engine.corpus import prepare
+    from rnnsearch.engine.align.eflomal import align_config
+    from rnnsearch.engine.data.pairs import prepare
 
     cfg = reverse_config(tmp_path, kind="bpe", reverse_source=True)
     alignment, data = align_config(cfg), prepare(cfg)
@@ -143,8 +143,8 @@ def test_pieces_and_a_reversed_source_follow_the_prepared_ids(tmp_path):
 
 def test_dropped_pairs_have_empty_lines_and_no_token_links(tmp_path):
     needs_eflomal()
-    from rnnsearch.engine.aligner import align_config
-    from rnnsearch.engine.corpus import prepare
+    from rnnsearch.engine.align.eflomal import align_config
+    from rnnsearch.engine.data.pairs import prepare
 
     cfg = reverse_config(tmp_path, max_len=8)
     src = Path(cfg.data.train_src).read_text(encoding="utf-8").splitlines()
@@ -169,7 +169,7 @@ def test_dropped_pairs_have_empty_lines_and_no_token_links(tmp_path):
 
 def test_the_alignment_is_reused_and_made_again_when_the_split_changes(tmp_path):
     needs_eflomal()
-    from rnnsearch.engine.aligner import align_config
+    from rnnsearch.engine.align.eflomal import align_config
 
     cfg = reverse_config(tmp_path)
     first = align_config(cfg)
@@ -190,7 +190,7 @@ def test_the_alignment_is_reused_and_made_again_when_the_split_changes(tmp_path)
 
 def test_the_lexicon_reads_back_as_distributions(tmp_path):
     needs_eflomal()
-    from rnnsearch.engine.aligner import align_config
+    from rnnsearch.engine.align.eflomal import align_config
 
     lexicon = align_config(reverse_config(tmp_path)).lexicon
     rows = [line.split("\t") for line in lexicon.read_text(encoding="utf-8").splitlines()]
@@ -207,7 +207,7 @@ def test_the_lexicon_reads_back_as_distributions(tmp_path):
 
 def test_a_damaged_alignment_is_refused(tmp_path):
     needs_eflomal()
-    from rnnsearch.engine.aligner import align_config
+    from rnnsearch.engine.align.eflomal import align_config
 
     alignment = align_config(reverse_config(tmp_path))
     folder, offsets = alignment.path, np.array(alignment.offsets[:-1])

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnnsearch.engine.alignment import (
+from rnnsearch.engine.align.links import (
     aer,
     argmax_links,
     content_word_accuracy,
@@ -48,7 +48,7 @@ def test_links_from_attention_and_content_accuracy():
 
 
 def test_naacl_reader(tmp_path):
-    from rnnsearch.engine.alignment import read_naacl
+    from rnnsearch.engine.align.links import read_naacl
     from rnnsearch.io import DataError
 
     gold = tmp_path / "g.wa"
@@ -92,7 +92,7 @@ def test_align_command_scores_a_reversal_model(reverse_model, tmp_path):
 
 
 def test_an_ensemble_averages_the_models_word_weights(reverse_model, tmp_path):
-    from rnnsearch.engine.alignment import attention_links, mean_weights
+    from rnnsearch.engine.align.links import attention_links, mean_weights
 
     # two models, two pairs (one word by two, </s> rows last): they disagree on pair 0's first row
     a = [[[0.9, 0.1], [0.2, 0.8]], [[1.0]]]
@@ -110,7 +110,7 @@ def test_an_ensemble_averages_the_models_word_weights(reverse_model, tmp_path):
 
 
 def test_symmetrisation_on_hand_made_cases():
-    from rnnsearch.engine.alignment import flip, symmetrize
+    from rnnsearch.engine.align.links import flip, symmetrize
 
     diagonal = {(0, 0), (1, 1), (2, 2)}
     # a stray link far from the agreed ones, between words that are already linked: only union keeps it
@@ -133,7 +133,7 @@ def test_symmetrisation_on_hand_made_cases():
 
 
 def test_soft_symmetrisation_combines_the_attention_before_links_are_made():
-    from rnnsearch.engine.alignment import attention_links, flip, soft_links, symmetrize
+    from rnnsearch.engine.align.links import attention_links, flip, soft_links, symmetrize
 
     # two words each way; rows of the forward attention are target words (then </s>), columns
     # source words; the backward model's rows are source words. The forward model puts both
@@ -168,7 +168,7 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
 
     from conftest import TOY
 
-    from rnnsearch.engine.alignment import parse_pharaoh
+    from rnnsearch.engine.align.links import parse_pharaoh
     from rnnsearch.tools.toy import toy_pairs
 
     src, tgt = toy_pairs(30, "reverse", seed=22, **TOY)
@@ -209,7 +209,7 @@ def test_align_command_symmetrises_two_directions_and_shifts(reverse_model, tmp_
 def test_attention_links_read_alpha_i_or_the_shifted_row():
     from types import SimpleNamespace
 
-    from rnnsearch.engine.alignment import attention_links, word_attention
+    from rnnsearch.engine.align.links import attention_links, word_attention
     from rnnsearch.io import DataError
 
     words = [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]  # α_1, α_2 and the </s> row, over two source words
@@ -226,14 +226,14 @@ def test_attention_links_read_alpha_i_or_the_shifted_row():
 def _dog():
     """'Ein Hund' -> 'A dog' over sentencepiece pieces, with known attention: rows ▁A, ▁do, g and
     </s>, columns ▁Ein, ▁Hu, nd."""
-    from rnnsearch.engine.translate import Translation
+    from rnnsearch.engine.decode.translator import Translation
 
     attention = [[0.8, 0.1, 0.1], [0.1, 0.3, 0.6], [0.3, 0.5, 0.2], [0.6, 0.2, 0.2]]
     return Translation("A dog", ["▁A", "▁do", "g"], -0.5, ["▁Ein", "▁Hu", "nd"], attention, source="Ein Hund")
 
 
 def test_translation_links_merge_pieces_to_words_and_shift():
-    from rnnsearch.engine.alignment import DEFAULT_SHIFT
+    from rnnsearch.engine.align.links import DEFAULT_SHIFT
 
     t = _dog()
     assert DEFAULT_SHIFT == 0 and t.words() == (["Ein", "Hund"], ["A", "dog"])
@@ -251,7 +251,7 @@ def test_translation_links_merge_pieces_to_words_and_shift():
 
 
 def test_translation_links_without_attention_and_of_empty_lines():
-    from rnnsearch.engine.translate import Translation
+    from rnnsearch.engine.decode.translator import Translation
 
     assert Translation("a", ["a"], 0.0, ["b"], None, source="b").alignment is None
     assert Translation("", [], 0.0, [], [], source="").alignment == []  # an empty input line
@@ -263,8 +263,8 @@ def test_translation_links_without_attention_and_of_empty_lines():
 def test_link_indices_are_the_words_of_the_line_as_given():
     """The model reads normalize(line): a NUL splits "Hund\\x00lief" in two, a zero-width space
     alone is no word. Links still index line.split()."""
-    from rnnsearch.engine.alignment import source_word_of_pieces
-    from rnnsearch.engine.translate import Translation
+    from rnnsearch.engine.align.links import source_word_of_pieces
+    from rnnsearch.engine.decode.translator import Translation
 
     source = "der  \u200b Hund\x00lief"
     assert source.split() == ["der", "\u200b", "Hund\x00lief"]
@@ -280,7 +280,7 @@ def test_link_indices_are_the_words_of_the_line_as_given():
 def test_target_words_are_those_of_the_decoded_text():
     """Sentencepiece writes an unknown piece as " ⁇ ", a word of its own, and byte pieces as the
     UTF-8 they spell: the word indices follow text.split() of the decoded output."""
-    from rnnsearch.engine.alignment import target_word_of_pieces, unknown_target_words
+    from rnnsearch.engine.align.links import target_word_of_pieces, unknown_target_words
 
     pieces = ["▁le", "▁", "<unk>", "▁c", "hat"]  # decoded: "le  ⁇  chat"
     assert target_word_of_pieces(pieces, False, 3) == [0, 1, 1, 2, 2]
@@ -293,7 +293,7 @@ def test_target_words_are_those_of_the_decoded_text():
 
 
 def test_soft_links_text_round_trips():
-    from rnnsearch.engine.alignment import format_soft, parse_soft
+    from rnnsearch.engine.align.links import format_soft, parse_soft
 
     text = format_soft(_dog().alignment_weights())
     assert text == "0:0=0.800,1=0.200 1:0=0.200,1=0.800"
@@ -305,7 +305,7 @@ def test_soft_links_text_round_trips():
 
 
 def test_read_lexicon_keeps_the_best_target_and_names_bad_lines(tmp_path):
-    from rnnsearch.engine.alignment import read_lexicon
+    from rnnsearch.engine.align.links import read_lexicon
     from rnnsearch.io import DataError
 
     lex = tmp_path / "lex.tsv"
@@ -325,7 +325,7 @@ def test_read_lexicon_keeps_the_best_target_and_names_bad_lines(tmp_path):
 
 
 def test_replace_unk_on_hand_made_links():
-    from rnnsearch.engine.alignment import replace_unk
+    from rnnsearch.engine.align.links import replace_unk
 
     source = ["the", "Zebra", "sat", "on", "the", "okapi"]
     links = [(1, 0), (0, 1), (5, 2)]
@@ -339,7 +339,7 @@ def test_replace_unk_on_hand_made_links():
 
 
 def test_translation_replace_unk_of_a_sentencepiece_model():
-    from rnnsearch.engine.translate import Translation
+    from rnnsearch.engine.decode.translator import Translation
 
     # "le ⁇ chat": the ⁇ (pieces ▁ and <unk>) attends to "zebra"
     rows = [[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [1, 0, 0]]
@@ -359,8 +359,8 @@ def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_m
     import torch
     from conftest import TOY
 
-    from rnnsearch.engine.translate import load
-    from rnnsearch.engine.vocab import BOS, EOS
+    from rnnsearch.engine.data.vocab import BOS, EOS
+    from rnnsearch.engine.decode.translator import load
     from rnnsearch.tools.toy import toy_pairs
 
     translator = load(reverse_model, device="cpu")
@@ -401,7 +401,7 @@ def test_saliency_mean_is_the_mean_of_the_attention_and_the_saliency(reverse_mod
     import numpy as np
     from conftest import TOY
 
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
     from rnnsearch.tools.toy import toy_pairs
 
     translator = load(reverse_model, device="cpu")

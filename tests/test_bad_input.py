@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rnnsearch.cli import main
 from rnnsearch.config import load_config
-from rnnsearch.tools.cli import main
 
 WORDS = "the a cat dog sees likes small big red house tree".split()
 
@@ -274,7 +274,7 @@ def test_unknown_characters_and_empty_lines_never_crash(models, tmp_path, capsys
 
 
 def test_a_100k_character_line_is_translated_in_pieces(models, tmp_path):
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     model = load(models["bpe"], device="cpu")
     start = time.time()

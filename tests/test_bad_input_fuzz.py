@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rnnsearch.config import ConfigError, config_from_dict, load_config  # noqa: E402
-from rnnsearch.engine.data import read_parallel  # noqa: E402
+from rnnsearch.engine.data.parallel import read_parallel  # noqa: E402
 from rnnsearch.io import DataError  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RNNSEARCH_FUZZ_EXAMPLES", "150"))

@@ -235,7 +235,7 @@ def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(
     import shutil
 
     from rnnsearch.engine.checkpoint import save_weights
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     model = tmp_path / "model"
     shutil.copytree(reverse_model, model)
@@ -386,7 +386,7 @@ def test_scale_benchmark_measures_each_size_and_the_paper_model(tmp_path, monkey
 def test_the_tagged_hansards_set_tags_sure_linked_runs_and_scores_placement():
     """hansards_aer's tag placement: one <b>…</b> a sentence around 1-3 words that all have a sure
     link, the text itself unchanged; the gold links place every tag right, no links none."""
-    from rnnsearch.engine.markup import parse
+    from rnnsearch.engine.decode.markup import parse
 
     sources = ["le chat noir dort .", "a & b", "un mot"]
     references = ["the black cat sleeps .", "a & b", "one word"]
@@ -407,7 +407,7 @@ def test_the_tagged_hansards_set_tags_sure_linked_runs_and_scores_placement():
 def test_decoding_profile_writes_its_table_beside_the_training_one(reverse_model, tmp_path):
     import argparse
 
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     translator = load(reverse_model, device="cpu")
     sources, _ = toy_pairs(6, "reverse", seed=2, **TOY)

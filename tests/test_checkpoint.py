@@ -53,7 +53,7 @@ def test_missing_tokenizer(model_copy):
 
 def test_damaged_train_state_refuses_to_resume(model_copy):
     from rnnsearch.engine.checkpoint import read_config
-    from rnnsearch.engine.train import train
+    from rnnsearch.engine.train.trainer import train
 
     state = model_copy / "train_state.safetensors"
     state.write_bytes(state.read_bytes()[:5000])  # truncated, as by a full disk
@@ -71,7 +71,7 @@ def test_a_checkpoint_cut_short_by_a_full_disk_leaves_the_last_one_resumable(mod
 
     from rnnsearch.engine import checkpoint
     from rnnsearch.engine.checkpoint import read_config
-    from rnnsearch.engine.train import train
+    from rnnsearch.engine.train.trainer import train
 
     step = json.loads((model_copy / "train_state.json").read_text())["step"]
     before = {p.name: p.read_bytes() for p in model_copy.iterdir() if p.is_file()}
@@ -110,7 +110,7 @@ def test_average_the_last_checkpoints(model_copy, tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     base = _snapshots(model_copy, [5.0, 0.0, 1.0, 2.0])  # the oldest is left out of --last 3
     assert main(["average", str(model_copy), "--out", str(tmp_path / "avg"), "--last", "3"]) == 0
@@ -136,7 +136,7 @@ def test_average_the_last_checkpoints(model_copy, tmp_path):
 def test_average_refuses_what_it_cannot_do(model_copy, tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     _snapshots(model_copy, [0.0, 1.0])
     assert main(["average", str(model_copy), "--out", str(tmp_path / "a"), "--last", "3"]) == 2

@@ -22,7 +22,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="pip install -e '.[test]'"
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from rnnsearch.tools.cli import main  # noqa: E402
+from rnnsearch.cli import main  # noqa: E402
 
 EXAMPLES = max(20, int(os.environ.get("RNNSEARCH_FUZZ_EXAMPLES", "150")) // 5)
 RANDOM = os.environ.get("RNNSEARCH_FUZZ_RANDOM") == "1"

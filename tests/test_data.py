@@ -7,8 +7,15 @@ import random
 import pytest
 import torch
 
-from rnnsearch.engine.data import ParallelData, collate, make_batches, normalize, read_parallel, target_tokens
-from rnnsearch.engine.vocab import BOS, EOS, PAD, UNK, WordVocab
+from rnnsearch.engine.data.parallel import (
+    ParallelData,
+    collate,
+    make_batches,
+    normalize,
+    read_parallel,
+    target_tokens,
+)
+from rnnsearch.engine.data.vocab import BOS, EOS, PAD, UNK, WordVocab
 from rnnsearch.io import DataError
 
 SCHEMES = ["paper", "bucket", "random"]
@@ -205,7 +212,7 @@ def test_encode_lowercase_and_normalisation():
 
 
 def test_collate_tensors():
-    from rnnsearch.engine.data import Example
+    from rnnsearch.engine.data.parallel import Example
 
     exs = [Example([5, 6, 7], [8, 9], 0), Example([10], [11, 12, 13], 4)]
     b = collate(exs)
@@ -223,7 +230,7 @@ def test_collate_tensors():
 
 
 def test_source_word_dropout_only_touches_real_source_tokens():
-    from rnnsearch.engine.data import Example, drop_words
+    from rnnsearch.engine.data.parallel import Example, drop_words
 
     exs = [Example(list(range(4, 40)), [5], 0), Example([4, 5], [6], 1)]
     b = collate(drop_words(exs, 0.5, random.Random(0)))
@@ -235,7 +242,7 @@ def test_source_word_dropout_only_touches_real_source_tokens():
 
 
 def test_target_word_dropout_hides_decoder_inputs_not_what_is_predicted():
-    from rnnsearch.engine.data import Example, drop_words
+    from rnnsearch.engine.data.parallel import Example, drop_words
 
     exs = [Example([4, 5, 6], list(range(10, 210)), 0)]
     dropped = drop_words(exs, 0.0, random.Random(1), p_target=0.3)

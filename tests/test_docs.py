@@ -62,7 +62,7 @@ def fenced_commands(doc: Path) -> list[str]:
 @pytest.mark.parametrize("doc", GUIDES, ids=lambda p: p.name)
 def test_every_guide_command_parses(doc):
     """Each command of the guide is accepted by the real command line, and the files it names exist."""
-    from rnnsearch.tools.cli import build_parser
+    from rnnsearch.cli import build_parser
 
     parser = build_parser()
     commands = fenced_commands(doc)
@@ -120,7 +120,7 @@ def test_guide_commands_run_as_written(tmp_path, monkeypatch):
     import gzip
     import shutil
 
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
     from rnnsearch.tools.demo import run_demo
 
     run_demo(tmp_path / "rnnsearch-demo", seed=2, n_train=300, steps=5, progress=False)
@@ -163,7 +163,7 @@ def invalid_commands(doc: Path) -> list[str]:
     import contextlib
     import io
 
-    from rnnsearch.tools.cli import build_parser
+    from rnnsearch.cli import build_parser
 
     parser, bad = build_parser(), []
     for command in fenced_commands(doc):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import TOY
 
-from rnnsearch.engine.alignment import merge_subwords
-from rnnsearch.engine.evaluate import bleu_by_length, score_corpus
+from rnnsearch.engine.align.links import merge_subwords
+from rnnsearch.engine.decode.evaluate import bleu_by_length, score_corpus
 from rnnsearch.tools.toy import toy_pairs
 
 
@@ -102,7 +102,7 @@ def word_model(tmp_path: Path, lowercase: bool = False) -> Path:
 
     from rnnsearch.config import config_from_dict
     from rnnsearch.engine.checkpoint import save_weights
-    from rnnsearch.engine.vocab import WordVocab, save_tokenizers
+    from rnnsearch.engine.data.vocab import WordVocab, save_tokenizers
     from rnnsearch.nn.model import build_model
 
     cfg = config_from_dict({"preset": "tiny", "data": {"lowercase": lowercase}, "vocab": {"kind": "word"},
@@ -119,7 +119,7 @@ def word_model(tmp_path: Path, lowercase: bool = False) -> Path:
 
 
 def test_no_unk_scores_only_sentences_without_unknown_words(tmp_path, capsys):
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     for name, lines in (("src", SRC), ("ref", REF), ("hyp", [REF[0], "x y z", REF[2], "x y z"])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
@@ -155,8 +155,8 @@ def test_no_unk_scores_only_sentences_without_unknown_words(tmp_path, capsys):
 
 
 def test_no_unk_subset_with_sentencepiece_pieces():
-    from rnnsearch.engine.evaluate import no_unk_subset
-    from rnnsearch.engine.vocab import SentencePiece
+    from rnnsearch.engine.data.vocab import SentencePiece
+    from rnnsearch.engine.decode.evaluate import no_unk_subset
 
     texts = ["the cat sat on the mat", "a dog ate the bone", "le chat est assis"] * 30
     sp = SentencePiece.build(texts, 40)

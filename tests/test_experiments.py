@@ -117,7 +117,7 @@ def test_a_step_budget_trains_every_model_that_many_steps(tmp_path):
 
 
 def test_two_experiments_train_their_models_once_in_parallel_processes(tmp_path, capsys):
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     args = ["experiment", "length-curve", "reverse", "--corpus", "synthetic", "--budget-steps", "5",
             "--out", str(tmp_path), "--train-sentences", "150", "--test-sentences", "6", "--seed", "2",
@@ -148,7 +148,7 @@ def test_two_experiments_train_their_models_once_in_parallel_processes(tmp_path,
 def test_score_trained_scores_the_finished_models_and_trains_nothing(tmp_path, capsys):
     """A long run's finished models can be looked at while the rest train: `--score-trained`
     writes the results of those, lists the others, and starts no training of its own."""
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     common = ["--corpus", "synthetic", "--budget-steps", "3", "--out", str(tmp_path), "--train-sentences",
               "150", "--test-sentences", "6", "--seed", "2"]
@@ -183,7 +183,7 @@ def test_score_trained_scores_the_finished_models_and_trains_nothing(tmp_path, c
 def test_only_trains_the_named_systems_and_scores_them_with_the_finished(tmp_path, capsys):
     """`--only` shares a long run out between sessions or machines: it trains just the systems it
     names, scores them beside whichever others have finished, and lists the rest as not trained."""
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     common = ["--corpus", "synthetic", "--budget-steps", "3", "--out", str(tmp_path), "--train-sentences",
               "150", "--test-sentences", "6", "--seed", "2"]

@@ -1,4 +1,4 @@
-"""engine/graphs.py: decoding steps on padded static buffers (replayed from CUDA graphs on a GPU)
+"""engine/decode/graphs.py: decoding steps on padded static buffers (replayed from CUDA graphs on a GPU)
 give what model.step gives. On a CPU the padding runs eagerly; `RNNSEARCH_TEST_DEVICE=cuda
 pytest -k device` captures and replays real graphs."""
 
@@ -8,7 +8,7 @@ from conftest import random_batch, tiny_model
 
 import rnnsearch
 from rnnsearch.config import ConfigError
-from rnnsearch.engine.graphs import GraphedStep, row_bucket, width_bucket
+from rnnsearch.engine.decode.graphs import GraphedStep, row_bucket, width_bucket
 from rnnsearch.nn.model import BOS
 from rnnsearch.nn.search import SearchOptions, _trim, search_stream
 
@@ -74,7 +74,7 @@ def test_translator_with_graphs_translates_as_without(reverse_model):
 
 
 def test_cuda_graphs_need_a_gpu(reverse_model, tmp_path, capsys):
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     with pytest.raises(ConfigError, match="--cuda-graphs needs a CUDA device"):
         rnnsearch.load(reverse_model, device="cpu", cuda_graphs=True)

@@ -1,4 +1,4 @@
-"""Guided alignment (engine/guided.py): the gold attention, the two losses, the one-step shift, links
+"""Guided alignment (engine/train/guided.py): the gold attention, the two losses, the one-step shift, links
 read from a file onto the training tokens, and training that moves the attention where it is told."""
 
 import json
@@ -11,7 +11,7 @@ import torch
 
 import rnnsearch
 from rnnsearch.config import ConfigError, ModelConfig, config_from_dict
-from rnnsearch.engine.guided import gold_attention, guide_weight, guided_loss
+from rnnsearch.engine.train.guided import gold_attention, guide_weight, guided_loss
 from rnnsearch.io import DataError
 from rnnsearch.nn.model import build_model
 from tests.conftest import random_batch, tiny_model
@@ -97,8 +97,8 @@ def diagonal_links(cfg, path: Path) -> Path:
 
 def attention_on(model_dir: Path, cfg) -> list[np.ndarray]:
     """Each validation pair's teacher-forced attention (target words x source words)."""
-    from rnnsearch.engine.data import ParallelData, collate
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.data.parallel import ParallelData, collate
+    from rnnsearch.engine.decode.translator import load
 
     translator = load(model_dir, device="cpu")
     srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
@@ -139,9 +139,9 @@ def test_training_moves_the_attention_onto_the_given_links(tmp_path, shift):
 
 
 def test_a_links_file_is_mapped_onto_the_prepared_tokens_and_checked(tmp_path):
-    from rnnsearch.engine.aligner import links_from_file
-    from rnnsearch.engine.corpus import prepare
-    from rnnsearch.engine.vocab import load_tokenizers
+    from rnnsearch.engine.align.eflomal import links_from_file
+    from rnnsearch.engine.data.pairs import prepare
+    from rnnsearch.engine.data.vocab import load_tokenizers
 
     cfg = toy_config(tmp_path, guided_alignment="unused")
     cfg.data.reverse_source = True
@@ -180,7 +180,7 @@ def test_the_settings_are_checked_and_a_bad_file_leaves_no_model_directory(tmp_p
                "data": {**raw["data"], **data}}
         with pytest.raises(ConfigError, match=message):
             config_from_dict(bad)
-    from rnnsearch.engine.train import train as train_one
+    from rnnsearch.engine.train.trainer import train as train_one
 
     with pytest.raises(ConfigError, match="rnnsearch.train runs it"):
         train_one(toy_config(tmp_path, guided_alignment="auto"))
@@ -198,7 +198,7 @@ def test_auto_aligns_with_eflomal_and_a_resumed_run_reads_the_same_links(tmp_pat
     (folder,) = (tmp_path / "run" / "prepared").glob("align-*")
     made = folder.stat().st_mtime_ns
     assert json.loads((tmp_path / "run" / "train_state.json").read_text())["step"] == 20
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     assert main(["train", "--resume", str(tmp_path / "run"), "--set", "train.max_steps=40",
                  "--set", "train.progress=false"]) == 0
@@ -308,7 +308,7 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     """The diagonal links that contradict the reversal task, taught to the head (alone, or with
     the future and the refiner): the head follows them, the attention is left to the task, and a
     translation's links are the head's."""
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
     # 1,200 steps (32 epochs), not 400: the head starts from nothing (seed 2 had 0.41 at 400)

@@ -78,6 +78,105 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
         list(graphlib.TopologicalSorter(graph).static_order())
 
 
+# The rooms of src/rnnsearch, lowest first: a module may import its own room and the rooms below it,
+# never one above. engine/'s shared modules (checkpoint, distributed, precision) sit with data/.
+LAYERS = [
+    ("rnnsearch.config", "rnnsearch.io"),
+    ("rnnsearch.nn",),
+    ("rnnsearch.engine.data.parallel", "rnnsearch.engine.checkpoint", "rnnsearch.engine.distributed",
+     "rnnsearch.engine.precision"),
+    ("rnnsearch.engine.align",),
+    ("rnnsearch.engine.decode",),
+    ("rnnsearch.engine.train.trainer", "rnnsearch.engine"),
+    ("rnnsearch.tools",),
+    ("rnnsearch.serve",),
+    ("rnnsearch.cli", "rnnsearch.__main__", "rnnsearch"),
+]
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the longest prefix naming `module`'s room."""
+    best, index = -1, None
+    for k, rooms in enumerate(LAYERS):
+        for room in rooms:
+            if (module == room or module.startswith(room + ".")) and len(room) > best:
+                best, index = len(room), k
+    assert index is not None, f"{module} is in no room of LAYERS"
+    return index
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} imports {b}" for a, deps in graph.items() for b in deps
+                  if layer_of(b) > layer_of(a) and not (a == "rnnsearch" or b.startswith(a + ".")))
+
+
+def test_imports_run_only_downwards():
+    """nn/ knows nothing of engine/, engine/ nothing of tools/, serve/ or cli/; inside engine/,
+    data < align < decode < train. (A package's __init__ may re-export what is below it.)"""
+    graph = import_graph(ROOT / "src" / "rnnsearch", ROOT / "src")
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"rnnsearch.nn.model": {"rnnsearch.engine.decode.translator"},
+             "rnnsearch.engine.data.vocab": {"rnnsearch.nn.model"},
+             "rnnsearch.engine.align.links": {"rnnsearch.engine.train.trainer"}}
+    assert upward_imports(graph) == ["rnnsearch.engine.align.links imports rnnsearch.engine.train.trainer",
+                                     "rnnsearch.nn.model imports rnnsearch.engine.decode.translator"]
+
+
+def listed_files(package: Path) -> tuple[set[str], set[str]]:
+    """(the files of `package` its __init__ docstring should name, the names it does not)."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    named = {m.group(0) for m in re.finditer(r"\b\w+(?:\.py|\.sha256|/)", doc)}
+    files = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    files |= {p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    return files, files - named
+
+
+def packages() -> list[Path]:
+    src = ROOT / "src" / "rnnsearch"
+    return [src] + sorted(p.parent for p in src.rglob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("package", packages(), ids=lambda p: p.name)
+def test_every_package_names_its_files(package):
+    """A package's opening docstring is its file table: every module and subpackage is named."""
+    files, missing = listed_files(package)
+    if package.name in ("rnnsearch", "cli", "serve"):  # README / one module per command group / APIs
+        pytest.skip(f"{package.name}/ is described by its modules, not a table")
+    assert missing == set(), f"{package.relative_to(ROOT)}/__init__.py does not name {sorted(missing)}"
+
+
+def test_the_table_check_finds_an_unnamed_file(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""A room.\n\n    a.py  the first\n"""\n')
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    assert listed_files(tmp_path) == ({"a.py", "b.py"}, {"b.py"})
+
+
+def alike(names: list[str]) -> list[tuple[str, str]]:
+    """Pairs of module names a reader could take for one another: equal, or sharing their first four
+    letters (corpus and corpora, alignment and aligner, model and models)."""
+    stems = sorted(set(names))
+    pairs = [(a, b) for i, a in enumerate(stems) for b in stems[i + 1:] if a[:4] == b[:4] and len(a) >= 4]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    return [(n, n) for n in dupes] + pairs
+
+
+def test_no_two_modules_are_named_alike():
+    """cli/ is left out: its modules are named for the commands they define (`train`, `translate`)."""
+    src = ROOT / "src" / "rnnsearch"
+    names = [p.stem for p in src.rglob("*.py")
+             if p.stem not in ("__init__", "__main__") and "cli" not in p.relative_to(src).parts]
+    assert alike(names) == []
+
+
+def test_the_name_check_finds_alike_names():
+    assert alike(["corpus", "corpora", "gru", "model", "model", "io"]) == [
+        ("model", "model"), ("corpora", "corpus")]
+
+
 def test_benchmarks_import_as_a_package_without_editing_sys_path():
     edits = ["sys.path." + verb for verb in ("insert", "append")]  # spelled so as not to match here
     for path in tracked("benchmarks/*.py", "tests/*.py"):

@@ -1,4 +1,4 @@
-"""Markup carried across a translation (engine/markup.py): hand-made cases with known answers, and
+"""Markup carried across a translation (engine/decode/markup.py): hand-made cases with known answers, and
 random lines, well- and ill-formed, on which the invariants must hold."""
 
 import math
@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from rnnsearch.engine.markup import VOID, parse, placed_spans, tag_accuracy, transfer, translate_markup
+from rnnsearch.engine.decode.markup import VOID, parse, placed_spans, tag_accuracy, transfer, translate_markup
 
 
 class _Reader(HTMLParser):

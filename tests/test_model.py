@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import random_batch, tiny_model
 
-from rnnsearch.engine.vocab import BOS, PAD
+from rnnsearch.engine.data.vocab import BOS, PAD
 
 SCORES = ["additive", "dot", "general", "scaled_dot"]
 

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from rnnsearch.config import load_config
-from rnnsearch.engine.data import ParallelData, read_parallel
-from rnnsearch.engine.vocab import build_tokenizers
+from rnnsearch.engine.data.parallel import ParallelData, read_parallel
+from rnnsearch.engine.data.vocab import build_tokenizers
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.yaml"
 

@@ -70,7 +70,7 @@ def test_training_probe_leaves_the_run_as_it_was(tmp_path, monkeypatch):
     from conftest import toy_config
     from safetensors.torch import load_file
 
-    from rnnsearch.engine import train as train_module
+    from rnnsearch.engine.train import trainer as train_module
 
     measured = []
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnnsearch.engine import data as data_module
-from rnnsearch.engine import prepared
-from rnnsearch.engine.data import ParallelData, make_batches_from_lengths, normalize, read_parallel
-from rnnsearch.engine.prepared import (
+from rnnsearch.engine.data import parallel as data_module
+from rnnsearch.engine.data import prepared as prepared
+from rnnsearch.engine.data.parallel import ParallelData, make_batches_from_lengths, normalize, read_parallel
+from rnnsearch.engine.data.prepared import (
     ParallelFiles,
     PreparedData,
     open_prepared,
@@ -24,7 +24,7 @@ from rnnsearch.engine.prepared import (
     prepare_split,
     sample_pairs,
 )
-from rnnsearch.engine.vocab import SentencePiece, WordVocab
+from rnnsearch.engine.data.vocab import SentencePiece, WordVocab
 from rnnsearch.io import (
     DataError,
     EmptyFileError,

@@ -10,10 +10,10 @@ import torch
 from conftest import toy_config
 from safetensors.torch import load_file
 
+from rnnsearch.cli import main
 from rnnsearch.config import ConfigError
-from rnnsearch.engine.corpus import prepare
-from rnnsearch.engine.train import train
-from rnnsearch.tools.cli import main
+from rnnsearch.engine.data.pairs import prepare
+from rnnsearch.engine.train.trainer import train
 
 
 def prepared_dirs(model_dir):

@@ -9,10 +9,10 @@ from conftest import random_batch, tiny_model
 from torch import nn
 
 import rnnsearch
-from rnnsearch.engine import quantize
-from rnnsearch.engine.quantize import Int8Linear, int8_engine, quantize_int8_
+from rnnsearch.cli import main
+from rnnsearch.engine.decode import quantize as quantize
+from rnnsearch.engine.decode.quantize import Int8Linear, int8_engine, quantize_int8_
 from rnnsearch.nn.search import beam_search
-from rnnsearch.tools.cli import main
 
 
 def test_int8_linear_is_close_to_the_fp32_product():
@@ -139,7 +139,7 @@ def test_load_int8_translates_like_fp32_and_leaves_the_files(reverse_model, tmp_
 
 
 def test_quantize_refuses_a_gpu_model(reverse_model, monkeypatch):
-    from rnnsearch.engine import translate
+    from rnnsearch.engine.decode import translator as translate
 
     monkeypatch.setattr(translate, "resolve_device", lambda device: torch.device("cuda"))
     with pytest.raises(ValueError, match="decodes on the CPU"):

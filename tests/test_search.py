@@ -7,7 +7,7 @@ import torch
 from conftest import random_batch, tiny_model
 
 from rnnsearch.config import ModelConfig
-from rnnsearch.engine.vocab import BOS, EOS, PAD
+from rnnsearch.engine.data.vocab import BOS, EOS, PAD
 from rnnsearch.nn import search
 from rnnsearch.nn.model import build_model
 from rnnsearch.nn.search import beam_search, greedy_search, top_k

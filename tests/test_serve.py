@@ -19,9 +19,9 @@ uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip instal
 from conftest import browser_or_skip  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
-from rnnsearch.engine.markup import parse, transfer  # noqa: E402
-from rnnsearch.engine.translate import load  # noqa: E402
-from rnnsearch.tools.serve import Limits, create_app  # noqa: E402
+from rnnsearch.engine.decode.markup import parse, transfer  # noqa: E402
+from rnnsearch.engine.decode.translator import load  # noqa: E402
+from rnnsearch.serve import Limits, create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -29,13 +29,13 @@ requests = pytest.importorskip("requests", reason="pip install -e '.[test]'")
 from conftest import toy_config  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
-from rnnsearch.engine.train import train  # noqa: E402
-from rnnsearch.engine.translate import load  # noqa: E402
+from rnnsearch.engine.decode.translator import load  # noqa: E402
+from rnnsearch.engine.train.trainer import train  # noqa: E402
 from rnnsearch.io import DataError  # noqa: E402
-from rnnsearch.tools.serve import Access, Limits, create_app  # noqa: E402
-from rnnsearch.tools.serve.app import drain_and_exit  # noqa: E402
-from rnnsearch.tools.serve.guard import Guard, read_keys  # noqa: E402
-from rnnsearch.tools.serve.models import model_languages, parse_model_spec  # noqa: E402
+from rnnsearch.serve import Access, Limits, create_app  # noqa: E402
+from rnnsearch.serve.app import drain_and_exit  # noqa: E402
+from rnnsearch.serve.guard import Guard, read_keys  # noqa: E402
+from rnnsearch.serve.hosted import model_languages, parse_model_spec  # noqa: E402
 
 deepl.http_client.max_network_retries = 0  # a 429 is asserted, not retried for a minute
 

@@ -1,4 +1,4 @@
-"""Lexical shortlists (engine/shortlist.py): which target ids a sentence may produce, search over
+"""Lexical shortlists (engine/decode/shortlist.py): which target ids a sentence may produce, search over
 their union, what they are built from, and the file's checks."""
 
 import json
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from rnnsearch.engine.shortlist import Shortlist, build_shortlist, load_shortlist
-from rnnsearch.engine.translate import load
-from rnnsearch.engine.vocab import BOS, EOS, PAD, UNK
+from rnnsearch.cli import main
+from rnnsearch.engine.data.vocab import BOS, EOS, PAD, UNK
+from rnnsearch.engine.decode.shortlist import Shortlist, build_shortlist, load_shortlist
+from rnnsearch.engine.decode.translator import load
 from rnnsearch.io import DataError
-from rnnsearch.tools.cli import main
 
 
 def test_allowed_is_frequent_plus_each_source_ids_translations_plus_eos_and_unk():
@@ -76,7 +76,7 @@ def test_built_from_cooccurrence_it_covers_the_reversal_task(reverse_model):
 
 def test_built_from_token_links_when_the_corpus_is_aligned(reverse_model, tmp_path):
     pytest.importorskip("eflomal", reason="token links come from `rnnsearch data align` (eflomal)")
-    from rnnsearch.engine.aligner import align_config
+    from rnnsearch.engine.align.eflomal import align_config
     from rnnsearch.engine.checkpoint import read_config
 
     model_dir = tmp_path / "model"

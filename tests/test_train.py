@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 import rnnsearch
 from rnnsearch.config import ConfigError, TrainConfig
 from rnnsearch.engine.checkpoint import CheckpointError
-from rnnsearch.engine.train import Trainer, TrainingInterrupted, train
+from rnnsearch.engine.train.trainer import Trainer, TrainingInterrupted, train
 from rnnsearch.tools.toy import toy_pairs
 
 
@@ -196,7 +196,7 @@ def test_timed_saves_checkpoint_without_validating(tmp_path):
 
 def test_train_state_patience_learning_rate_and_stopping():
     from rnnsearch.config import TrainConfig
-    from rnnsearch.engine.train import TrainState
+    from rnnsearch.engine.train.trainer import TrainState
 
     t = TrainConfig(valid_metric="loss", patience=3, lr_decay=0.5, lr_patience=2, min_lr=0.3,
                     stop_valid_loss=0.5)
@@ -216,7 +216,7 @@ def test_train_state_patience_learning_rate_and_stopping():
 
 
 def test_a_train_state_with_the_former_key_names_restores():
-    from rnnsearch.engine.train import TrainState
+    from rnnsearch.engine.train.trainer import TrainState
 
     # a plain run's state as train_state.safetensors held it when the counter towards the next decay
     # was saved as lr_bad, beside the reverse model's keys (None without train.agreement)
@@ -231,8 +231,8 @@ def test_a_train_state_with_the_former_key_names_restores():
 
 def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
     from rnnsearch.engine.checkpoint import load_train_state
-    from rnnsearch.engine.data import target_tokens
-    from rnnsearch.engine.train import Trainer, TrainState
+    from rnnsearch.engine.data.parallel import target_tokens
+    from rnnsearch.engine.train.trainer import Trainer, TrainState
 
     trainer = Trainer(toy_config(tmp_path, "steps", max_steps=3))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
@@ -289,7 +289,7 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_an_epoch_whose_last_update_is_skipped_still_logs_its_loss(tmp_path, monkeypatch):
     """fp16 loss scaling skips an update that overflows; when that was an epoch's last batch, the
     epoch's training log line (its steps' mean loss) must still be written."""
-    import rnnsearch.engine.train as training
+    import rnnsearch.engine.train.trainer as training
 
     epoch_sizes, batches, update = [], training.make_batches, Trainer.train_batch
 
@@ -346,7 +346,7 @@ def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
                                                     ("adadelta", None, 1e-6), ("adam", 1e-4, 1e-4)])
 def test_optimizer_uses_the_eps_the_config_says(optimizer, given, used, tmp_path):
     from rnnsearch.config import config_from_dict
-    from rnnsearch.engine.train import make_optimizer
+    from rnnsearch.engine.train.trainer import make_optimizer
 
     train_cfg = {"optimizer": optimizer} if given is None else {"optimizer": optimizer, "eps": given}
     cfg = config_from_dict({"train": train_cfg})
@@ -389,7 +389,7 @@ def test_threads_follow_the_free_cores(monkeypatch):
     """train.threads 0 without OMP_NUM_THREADS: a thread a core not busy with other processes."""
     import os
 
-    from rnnsearch.engine import train as train_module
+    from rnnsearch.engine.train import trainer as train_module
 
     assert 0.0 <= train_module.busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9  # /proc/stat, sampled
     monkeypatch.setattr(train_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import rnnsearch
-from rnnsearch.tools.cli.attention import attention_records as _attention_records
+from rnnsearch.cli.attention import attention_records as _attention_records
 
 
 def test_n_best_entries_of_an_empty_line_are_separate_objects(reverse_model):
@@ -48,7 +48,7 @@ def word_model(tmp_path, arch: str = "rnnsearch", reverse: bool = False, unk_bia
 
     from rnnsearch.config import config_from_dict
     from rnnsearch.engine.checkpoint import save_weights
-    from rnnsearch.engine.vocab import UNK, WordVocab, save_tokenizers
+    from rnnsearch.engine.data.vocab import UNK, WordVocab, save_tokenizers
     from rnnsearch.nn.model import build_model
 
     cfg = config_from_dict({"preset": "tiny", "vocab": {"kind": "word"}, "data": {"reverse_source": reverse},
@@ -74,7 +74,7 @@ LINES = ["the cat sat", "", "a mat on the cat sat", "the  dog\tsat on", "\x00"]
 
 
 def _translate(capsys, model_dir, tmp_path, *flags, lines=LINES):
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     code = main(["translate", "--model", str(model_dir), "--input", str(tmp_path / "in.txt"),
@@ -85,7 +85,7 @@ def _translate(capsys, model_dir, tmp_path, *flags, lines=LINES):
 
 
 def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsys):
-    from rnnsearch.engine.alignment import parse_pharaoh, parse_soft
+    from rnnsearch.engine.align.links import parse_pharaoh, parse_soft
 
     model_dir = word_model(tmp_path)
     plain = _translate(capsys, model_dir, tmp_path)
@@ -118,8 +118,8 @@ def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path,
     saliency=True) on the source and that very output (no shift), and find the reversal."""
     from conftest import TOY
 
-    from rnnsearch.engine.alignment import parse_pharaoh
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
+    from rnnsearch.engine.align.links import parse_pharaoh
     from rnnsearch.tools.toy import toy_pairs
 
     model = rnnsearch.load(reverse_model, device="cpu")
@@ -155,7 +155,7 @@ def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path,
 
 
 def test_alignment_with_n_best_links_every_hypothesis(tmp_path, capsys):
-    from rnnsearch.engine.alignment import parse_pharaoh
+    from rnnsearch.engine.align.links import parse_pharaoh
 
     model_dir = word_model(tmp_path)
     plain = _translate(capsys, model_dir, tmp_path, "--n-best", "2", "--beam", "2")
@@ -181,7 +181,7 @@ def test_python_api_alignment(tmp_path):
 
 def _fake_decode(monkeypatch, tokens: list[int], rows: list[list[float]]):
     """Every source piece 'translated' to `tokens` with attention `rows` (reading order)."""
-    from rnnsearch.engine.translate import Translator
+    from rnnsearch.engine.decode.translator import Translator
     from rnnsearch.nn.search import Hypothesis
 
     def decode(self, pieces, options, batch_size, graphs=True):
@@ -236,7 +236,7 @@ def test_replace_unk_copies_the_source_word_each_unk_is_linked_to(tmp_path, caps
 
 
 def test_alignment_flags_refuse_what_they_cannot_do(tmp_path, capsys):
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     model_dir = word_model(tmp_path)
     (tmp_path / "in.txt").write_text("the cat\n")
@@ -272,7 +272,7 @@ def test_format_html_carries_tags_to_the_aligned_words(reverse_model, tmp_path, 
     assert out[5].startswith("<i>") and out[5].endswith("</i>")  # closed at the end of the line
     assert _translate(capsys, reverse_model, tmp_path, "--format", "html", "--beam", "3",
                       lines=["w1 w2 w3"]) == [model.translate(["w1 w2 w3"], beam=3)[0].text]
-    from rnnsearch.tools.cli import main
+    from rnnsearch.cli import main
 
     (tmp_path / "one.txt").write_text("<b>w1</b>\n")
     assert main(["translate", "--model", str(reverse_model), "--input", str(tmp_path / "one.txt"),

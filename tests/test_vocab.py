@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from rnnsearch.config import VocabConfig
-from rnnsearch.engine.data import normalize
-from rnnsearch.engine.vocab import (
+from rnnsearch.engine.data.parallel import normalize
+from rnnsearch.engine.data.vocab import (
     BOS,
     EOS,
     PAD,

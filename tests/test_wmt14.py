@@ -9,9 +9,9 @@ import pytest
 import yaml
 from test_docs import fenced_commands
 
+from rnnsearch.cli import build_parser, main
 from rnnsearch.config import load_config
-from rnnsearch.tools.cli import build_parser, main
-from rnnsearch.tools.corpora import fetch_hint
+from rnnsearch.tools.download import fetch_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "configs" / "wmt14_en_fr_paper.yaml"
@@ -44,7 +44,7 @@ def test_paper_config_is_appendix_a_and_b():
     assert (cfg.model.init, cfg.model.gru, cfg.model.readout) == ("paper", "paper", "prev")
     assert cfg.model.dropout_emb == cfg.model.dropout_hidden == cfg.model.dropout_readout == 0.0
     assert (cfg.vocab.kind, cfg.vocab.joint) == ("word", False)
-    from rnnsearch.engine.vocab import SPECIALS, WordVocab
+    from rnnsearch.engine.data.vocab import SPECIALS, WordVocab
 
     vocab = WordVocab.build([" ".join(f"w{i}" for i in range(40_000))], cfg.vocab.size)
     assert len(vocab) - len(SPECIALS) == 29_998  # GroundHog's 30,000 ids: 29,998 words, UNK, </s>

@@ -11,10 +11,10 @@
 from pathlib import Path
 
 from rnnsearch.config import Config, load_config
-from rnnsearch.engine.agreement import AgreementTrainer
-from rnnsearch.engine.guided import GuidedTrainer
-from rnnsearch.engine.train import Trainer, run_config
-from rnnsearch.engine.translate import Translation, Translator, load
+from rnnsearch.engine.decode.translator import Translation, Translator, load
+from rnnsearch.engine.train.agreement import AgreementTrainer
+from rnnsearch.engine.train.guided import GuidedTrainer
+from rnnsearch.engine.train.trainer import Trainer, run_config
 from rnnsearch.nn.model import RNNencdec, RNNsearch, build_model
 
 __all__ = ["Config", "load_config", "RNNsearch", "RNNencdec", "build_model", "train", "load",
@@ -24,9 +24,9 @@ __version__ = "0.1.0"
 
 def train(cfg: Config, resume: bool = False) -> Path:
     """Train per `cfg`, writing the model directory `cfg.model_dir`; returns its path. The loop is
-    `Trainer` (engine/train.py); with train.agreement, `AgreementTrainer` trains the two directions
-    together (engine/agreement.py); with train.guided_alignment, `GuidedTrainer` teaches the
-    attention a word aligner's links (engine/guided.py). It is chosen here, above the modules,
+    `Trainer` (engine/train/trainer.py); with train.agreement, `AgreementTrainer` trains the two directions
+    together (engine/train/agreement.py); with train.guided_alignment, `GuidedTrainer` teaches the
+    attention a word aligner's links (engine/train/guided.py). It is chosen here, above the modules,
     because the others build on the first.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).

@@ -1,5 +1,5 @@
 import sys
 
-from rnnsearch.tools.cli import main
+from rnnsearch.cli import main
 
 sys.exit(main())

@@ -99,7 +99,7 @@ class DataConfig:
     lowercase: bool = False  # lowercase both sides before the vocabulary is built
     valid_bleu_sentences: int = 1000  # cap on validation sentences decoded for BLEU
     bleu_tokenize: str = "13a"  # sacrebleu tokenizer for validation BLEU and `evaluate` (zh: Chinese)
-    # Training pairs are encoded once into memory-mapped arrays (engine/prepared.py) and read from
+    # Training pairs are encoded once into memory-mapped arrays (engine/data/prepared.py) and read from
     # disk, so memory stays flat in corpus size; false: encoded into memory on every start.
     prepared: bool = True
     prepared_dir: Optional[str] = None  # where prepared corpora are kept (default: <model_dir>/prepared)
@@ -157,11 +157,11 @@ class TrainConfig:
     weight_decay: float = 0.0  # L2 penalty in the optimizer
     clip_norm: float = 1.0  # clip the gradient's global norm to this (paper: 1); 0: off
     label_smoothing: float = 0.0  # share of probability spread over the vocabulary in the loss
-    # agreement-based joint training (engine/agreement.py): with λ > 0 a target→source model trains
+    # agreement-based joint training (engine/train/agreement.py): with λ > 0 a target→source model trains
     # beside this one, in model_dir/reverse, both attentions pulled towards one alignment; 0: off
     agreement: float = 0.0
     agreement_loss: Literal["sos", "mul"] = "mul"  # Δ, the disagreement of the two attentions
-    # guided alignment (engine/guided.py): the attention pulled towards given word links; "auto":
+    # guided alignment (engine/train/guided.py): the attention pulled towards given word links; "auto":
     # eflomal's (rnnsearch data align, made on first use), or a Pharaoh links file; None: off
     guided_alignment: Optional[str] = None
     guided_alignment_weight: float = 1.0  # the loss's weight against the NLL (both per target token)
@@ -341,7 +341,7 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
 
 
 def _validate_alignment(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
-    """The alignment head and guided alignment (engine/guided.py): what each needs."""
+    """The alignment head and guided alignment (engine/train/guided.py): what each needs."""
     m, t = cfg.model, cfg.train
     need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
          "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")

@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from rnnsearch.config import Config, ConfigError, config_from_dict
-from rnnsearch.engine.vocab import load_tokenizers, tokenizer_files
+from rnnsearch.engine.data.vocab import load_tokenizers, tokenizer_files
 from rnnsearch.io import DataError, atomic_write, atomic_write_text
 from rnnsearch.nn.model import build_model
 

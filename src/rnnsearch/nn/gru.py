@@ -44,7 +44,7 @@ class GRU(nn.Module):
         """U split for one time loop: [U_r; U_z]ᵀ (n, 2n) and Uᵀ (n, n) (with the cudnn form,
         all of Uᵀ (n, 3n) and nothing). Taken once per sequence, not once per step: the
         backward of a slice taken inside the loop would zero-fill a full-size gradient every step."""
-        if not isinstance(self.U, nn.Linear):  # int8 decoding (engine/quantize.py) splits its own
+        if not isinstance(self.U, nn.Linear):  # int8 decoding (engine/decode/quantize.py) splits its own
             return self.U.recurrent()
         n = self.hidden
         if self.reset_after:
@@ -113,7 +113,7 @@ def gru_step(x_rz: torch.Tensor, x_h: torch.Tensor, h: torch.Tensor, u_rz: torch
 
 def _affine(bias, h: torch.Tensor, w) -> torch.Tensor:
     """bias + h w in one fused product: addmm for one direction, baddbmm for stacked ones;
-    `w` may also be a module applying the product (int8 decoding, engine/quantize.py)."""
+    `w` may also be a module applying the product (int8 decoding, engine/decode/quantize.py)."""
     if not isinstance(w, torch.Tensor):
         return w(h) if bias is None else bias + w(h)
     return torch.baddbmm(bias, h, w) if h.dim() == 3 else torch.addmm(bias, h, w)

@@ -31,7 +31,7 @@ weight before it knows which word it will emit. The first state to have read y_i
 
 computed after the teacher-forced loop from the states it already made (the state after the
 </s> step has read the last word, so every word has its row). It feeds nothing into the
-translation; train.guided_alignment teaches it a word aligner's links (engine/guided.py) while the
+translation; train.guided_alignment teaches it a word aligner's links (engine/train/guided.py) while the
 attention stays the paper's, unsupervised, and links are read from β when the model has it.
 
 s_{i+1} has read y_1 .. y_i but none of the words after y_i, which a word aligner sees (which of two
@@ -61,7 +61,7 @@ from rnnsearch.config import ModelConfig
 from rnnsearch.nn.attention import Attention, ScoreRefiner, at_least_fp32, masked_softmax
 from rnnsearch.nn.gru import GRU, can_fuse, fused_run, init_weights_, run_bidirectional
 
-# The ids every tokeniser reserves (engine/vocab.py builds its vocabularies around them), so
+# The ids every tokeniser reserves (engine/data/vocab.py builds its vocabularies around them), so
 # the model never needs to know which tokeniser it is fed.
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -246,8 +246,8 @@ class RNNsearch(nn.Module):
         return self.W_o(t) if output is None else F.linear(t, *output)
 
     def output_layer(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """W_o's rows and biases of the target ids `vocab` (a shortlist, engine/shortlist.py)."""
-        rows = getattr(self.W_o, "rows", None)  # an int8 output layer's (engine/quantize.py), dequantised
+        """W_o's rows and biases of the target ids `vocab` (a shortlist, engine/decode/shortlist.py)."""
+        rows = getattr(self.W_o, "rows", None)  # int8 output layer (engine/decode/quantize.py)
         if callable(rows):
             return rows(vocab)
         return self.W_o.weight.index_select(0, vocab), self.W_o.bias.index_select(0, vocab)

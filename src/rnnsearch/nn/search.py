@@ -178,8 +178,8 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     in flight. Yields (position of the sentence in the stream, its n-best hypotheses best first)
     as sentences finish. Chunks are encoded when their sentences are first needed; feed them
     sorted by length so that sentences decoding together have similar lengths. `step` stands in
-    for ``model.step`` (same arguments and results: engine/graphs.py's CUDA graphs). `shortlist`
-    (engine/shortlist.py) maps a chunk's (src, src_mask) to the target ids each sentence may
+    for ``model.step`` (same arguments and results: engine/decode/graphs.py's CUDA graphs). `shortlist`
+    (engine/decode/shortlist.py) maps a chunk's (src, src_mask) to the target ids each sentence may
     produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
     in flight (taken again as sentences join or leave)."""
     grouped, step = step is None, step or model.step  # a stand-in step gets K copies of each encoding

@@ -22,9 +22,9 @@ import sacrebleu
 import torch
 
 from rnnsearch.config import config_from_dict
-from rnnsearch.engine.alignment import aer, argmax_links, content_word_accuracy
+from rnnsearch.engine.align.links import aer, argmax_links, content_word_accuracy
 from rnnsearch.io import atomic_write_text
-from rnnsearch.tools.democorpus import Pair, example_pairs, generate
+from rnnsearch.tools.apple_corpus import Pair, example_pairs, generate
 
 log = logging.getLogger("rnnsearch")
 
@@ -192,8 +192,8 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
     attention JSON and results.json into `out_dir`. Returns the results. `overrides` are
     ``KEY=VALUE`` strings applied to `DEMO_SETTINGS`.
     """
-    from rnnsearch.engine.train import train
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.train.trainer import train
 
     started = time.time()
     out = Path(out_dir)

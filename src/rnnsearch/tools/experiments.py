@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rnnsearch.config import apply_overrides, config_from_dict, merge_dicts
-from rnnsearch.engine.evaluate import bleu_by_length, score_corpus
+from rnnsearch.engine.decode.evaluate import bleu_by_length, score_corpus
 from rnnsearch.io import DataError, atomic_write_text, read_lines
 
 log = logging.getLogger("rnnsearch")
@@ -81,7 +81,7 @@ def corpus_splits(corpus: str, out: Path, data_root: Path, train_sentences: int,
     (a message says how to fetch it when it is not), cut to seeded subsamples of the sizes asked."""
     d = out / "data"
     if corpus == "synthetic":
-        from rnnsearch.tools.democorpus import generate
+        from rnnsearch.tools.apple_corpus import generate
 
         paths = {k: str(d / k)
                  for k in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt")}
@@ -107,7 +107,7 @@ def corpus_splits(corpus: str, out: Path, data_root: Path, train_sentences: int,
         root = data_root / "multi30k"
         names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
         src_lang, tgt_lang = "de", "en"
-        from rnnsearch.tools.corpora import fetch_hint
+        from rnnsearch.tools.download import fetch_hint
 
         fetch = fetch_hint(root / "train.de.gz")
     if not root.exists():
@@ -227,7 +227,7 @@ def _score_system(label: str, model_dir: Path, src: list[str], ref: list[str], b
                   trained_seconds: float) -> dict:
     """Score one trained pool model on the test set; returns its results entry."""
     from rnnsearch.engine.checkpoint import read_config
-    from rnnsearch.engine.translate import load
+    from rnnsearch.engine.decode.translator import load
 
     cfg = read_config(model_dir)
     model = load(model_dir, device="cpu" if cfg.train.device == "auto" else cfg.train.device)

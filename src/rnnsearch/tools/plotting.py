@@ -104,7 +104,7 @@ def has_cjk_font() -> bool:
 def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
                        title: str = "BLEU by source sentence length") -> Path:
     """One line per system: BLEU of each length bucket (paper Figure 2). Buckets as from
-    :func:`rnnsearch.engine.evaluate.bleu_by_length`; empty buckets leave a gap."""
+    :func:`rnnsearch.engine.decode.evaluate.bleu_by_length`; empty buckets leave a gap."""
     matplotlib, plt = _matplotlib()
     families, thin = cjk_font()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))

@@ -1,0 +1,197 @@
+"""`rnnsearch plot-attention`, `explore` and `align`: attention as pictures and alignments."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rnnsearch.cli.common import read_input
+from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned
+
+
+def add_attention_views(sub) -> None:
+    for name, help_text, out_help in (
+            ("plot-attention", "heat maps of attention (paper Figure 3), PNG or SVG",
+             "FILE.png or FILE.svg (FILE-N.ext for several sentences)"),
+            ("explore", "interactive alignment explorer: one self-contained HTML page", "page.html")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--model", required=True)
+        p.add_argument("--input", required=True, help="source sentences, one a line")
+        p.add_argument("--out", required=True, help=out_help)
+        p.add_argument("--lines", help="comma-separated 1-based line numbers (default: all non-empty)")
+        p.add_argument("--target",
+                       help="show attention while forced to these translations (teacher forcing)")
+        p.add_argument("--beam", type=int, default=5)
+        p.add_argument("--subwords", action="store_true",
+                       help="keep subword pieces (default: merge to words)")
+        p.add_argument("--device", default="auto")
+        if name == "explore":
+            p.add_argument("--lang", default="en", choices=["en", "zh"], help="page labels")
+        p.set_defaults(func=cmd_plot_attention if name == "plot-attention" else cmd_explore)
+
+
+def attention_records(args) -> tuple[list[int], list[dict]]:
+    """Attention of the chosen input lines (translated, or forced to --target), word-level
+    unless --subwords. Returns (1-based line numbers, records in the SPEC JSON form)."""
+    from rnnsearch.engine.align.links import merge_subwords
+    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.io import read_lines
+
+    model = load(args.model, device=args.device)
+    sources = read_input(args.input)
+    if args.lines:
+        picked = [int(x) for x in args.lines.split(",")]
+        bad = [n for n in picked if not 1 <= n <= len(sources)]
+        if bad:
+            raise DataError(f"{args.input}: --lines {bad[0]} is outside 1..{len(sources)}")
+    else:
+        picked = [n for n in range(1, len(sources) + 1) if sources[n - 1].strip()]
+    targets = None
+    if args.target:
+        targets = read_lines(args.target)
+        check_aligned((args.input, sources), (args.target, targets))
+    picked = [n for n in picked if sources[n - 1].strip()]
+    if targets is not None:
+        forced = model.force([sources[n - 1] for n in picked], [targets[n - 1] for n in picked])
+        results = []
+        for n, weights in zip(picked, forced):
+            results.append((weights, *model.labels(sources[n - 1], targets[n - 1])))
+    else:
+        translations = model.translate([sources[n - 1] for n in picked], beam=args.beam)
+        results = [(t.attention, t.source_tokens, t.tokens + ["</s>"]) for t in translations]
+    records = []
+    for weights, src_tokens, tgt_tokens in results:
+        if weights is None:
+            raise DataError(f"{args.model}: an RNNencdec model has no attention to show")
+        if not args.subwords:
+            weights, src_tokens, tgt_tokens = merge_subwords(weights, src_tokens, tgt_tokens)
+        records.append({"source": src_tokens, "target": tgt_tokens, "weights": weights})
+    return picked, records
+
+
+def cmd_plot_attention(args) -> None:
+    from rnnsearch.tools.plotting import plot_attention
+
+    picked, records = attention_records(args)
+    out = Path(args.out)
+    written = []
+    for n, r in zip(picked, records):
+        path = out if len(picked) == 1 else out.with_name(f"{out.stem}-{n}{out.suffix}")
+        written.append(str(plot_attention(r["weights"], r["source"], r["target"], path)))
+    print("\n".join(written))
+
+
+def cmd_explore(args) -> None:
+    from rnnsearch.tools.explorer import write_explorer
+
+    _, records = attention_records(args)
+    try:
+        print(write_explorer(args.out, records, args.lang))
+    except ValueError as e:
+        raise DataError(f"{args.input}: {e}") from None
+
+
+def add_align(sub) -> None:
+    p = sub.add_parser("align",
+                       help="word alignments from attention (teacher forcing), Pharaoh out; AER vs gold")
+    p.add_argument("--model", required=True, action="append", metavar="DIR",
+                   help="the model; repeat it for an ensemble: the models' word-level weights are "
+                        "averaged cell by cell before links are made (each may have its own tokenizer)")
+    p.add_argument("--src", required=True, help="source sentences, whitespace-tokenised words")
+    p.add_argument("--tgt", required=True, help="their translations, whitespace-tokenised words")
+    p.add_argument("--method", default="argmax", choices=["argmax", "threshold"])
+    p.add_argument("--threshold", type=float, default=0.3, help="threshold method: weight for a link")
+    p.add_argument("--shift", type=int, default=0, choices=[0, 1],
+                   help="1: link target word y_i by alpha_{i+1} (computed after the decoder read y_i) "
+                        "instead of alpha_i (computed from s_{i-1}, before it); choose on held-out data")
+    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
+                   help="links from gradient x input saliency (how much each source word's embedding "
+                        "moves log p of each target word) instead of the attention weights; "
+                        "--saliency mean: from the mean of the two (of the alignment head and the "
+                        "saliency, where the model has a head: the best links of a guided model)")
+    p.add_argument("--reverse-model", metavar="DIR", action="append",
+                   help="a model of the other direction (tgt->src): align both ways and symmetrise "
+                        "(repeat it for an ensemble, as --model)")
+    p.add_argument("--symmetrize", default="grow-diag-final-and",
+                   choices=["intersection", "union", "grow-diag-final-and", "soft"],
+                   help="with --reverse-model: how the two directions combine. The first three "
+                        "combine each direction's hard links (--method); soft combines the "
+                        "attention itself (geometric mean of the two weights of a link) and links "
+                        "words that are each other's best, with --method threshold also every "
+                        "weight over --threshold")
+    p.add_argument("--gold", help="gold alignments: print AER, precision, recall")
+    p.add_argument("--gold-format", default="pharaoh", choices=["pharaoh", "naacl"],
+                   help="naacl: 'SENT EN FR S|P' lines, English first (source = French)")
+    p.add_argument("--strip-accents", action="store_true",
+                   help="remove accents (for accent-free training data)")
+    p.add_argument("--out", help="write the Pharaoh alignments here (default: stdout unless --gold)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_align)
+
+
+# --saliency's value as Translator.force takes it
+SALIENCY: dict[str | None, bool | str] = {None: False, "alone": True, "mean": "mean"}
+
+
+def _word_attention(model_dirs: list[str], sources: list[str], targets: list[str], args, where: str) -> list:
+    """Teacher-forced word attention per pair, averaged over the models in `model_dirs`."""
+    from rnnsearch.engine.align.links import mean_weights, word_attention
+    from rnnsearch.engine.decode.translator import load
+
+    return mean_weights([word_attention(load(d, device=args.device), sources, targets, where,
+                                        saliency=SALIENCY[args.saliency]) for d in model_dirs])
+
+
+def _plain(text: str) -> str:
+    """The text without accents (combining marks removed after NFD)."""
+    import unicodedata
+
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+
+
+def cmd_align(args) -> None:
+    from rnnsearch.engine.align.links import (
+        aer,
+        attention_links,
+        flip,
+        format_pharaoh,
+        read_naacl,
+        read_pharaoh_file,
+        soft_links,
+        symmetrize,
+    )
+    src, tgt = read_aligned(args.src, args.tgt)
+    src_in, tgt_in = src, tgt
+    if args.strip_accents:
+        src_in, tgt_in = [_plain(s) for s in src], [_plain(t) for t in tgt]
+    words = _word_attention(args.model, src_in, tgt_in, args, args.src)
+    hard = (args.method, args.threshold, args.shift)
+    back = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt) if args.reverse_model else None
+    if back is None:
+        links = [attention_links(w, *hard) for w in words]
+    elif args.symmetrize == "soft":
+        links = [soft_links(f, b, *hard) for f, b in zip(words, back)]
+    else:
+        links = [symmetrize(attention_links(f, *hard), flip(attention_links(b, *hard)), args.symmetrize)
+                 for f, b in zip(words, back)]
+    text = "\n".join(format_pharaoh(x) for x in links) + "\n"
+    if args.out:
+        atomic_write_text(args.out, text)
+    elif not args.gold:
+        sys.stdout.write(text)
+    if args.gold:
+        read = read_naacl if args.gold_format == "naacl" else read_pharaoh_file
+        sure, possible = read(args.gold, len(src))
+        scores = aer(links, sure, possible)
+        scores.update(method=args.method, shift=args.shift, sentences=len(src))
+        if args.method == "threshold":
+            scores["threshold"] = args.threshold
+        if args.reverse_model:
+            scores["symmetrize"] = args.symmetrize
+        if len(args.model) > 1 or len(args.reverse_model or ()) > 1:
+            scores["ensemble"] = [len(args.model), len(args.reverse_model or ())]
+        if args.saliency:
+            scores["weights"] = {"alone": "saliency", "mean": "attention+saliency"}[args.saliency]
+        shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}
+        print(json.dumps(shown, indent=2))

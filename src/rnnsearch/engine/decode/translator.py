@@ -1,0 +1,451 @@
+"""Translation with a trained model: the Python API behind ``rnnsearch translate``.
+
+    >>> import rnnsearch
+    >>> model = rnnsearch.load("runs/multi30k")
+    >>> [t.text for t in model.translate(["Ein Hund läuft."], beam=5)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from rnnsearch.config import ConfigError
+from rnnsearch.engine.align.links import (
+    DEFAULT_SHIFT,
+    hard_links,
+    translation_rows,
+    unknown_target_words,
+)
+from rnnsearch.engine.align.links import replace_unk as _replace_unk
+from rnnsearch.engine.checkpoint import load_model_dir
+from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
+from rnnsearch.engine.data.vocab import PAD
+from rnnsearch.engine.decode.graphs import GraphedStep
+from rnnsearch.engine.distributed import resolve_device
+from rnnsearch.engine.precision import choose, model_size
+from rnnsearch.io import MissingFileError
+from rnnsearch.nn.search import SearchOptions, search_stream
+
+
+@dataclass
+class Translation:
+    """One translation.
+
+    Links and weights over words (:attr:`alignment`, :meth:`links`, :meth:`alignment_weights`)
+    index words as Python's ``str.split()`` gives them: source word i is ``source.split()[i]``,
+    the line as given to translate() (before cleaning: a word that cleaning splits in two keeps
+    one index, one it removes gets no link), target word j is ``text.split()[j]``, the output as
+    printed (a sentencepiece "⁇" is a word). With ``subwords=True`` they index ``source_tokens``
+    and ``tokens``. All are computed from `attention` when asked, and are None where there is
+    none (``translate(..., attention=False)``, an RNNencdec model, a source past
+    MAX_ATTENTION_CELLS)."""
+
+    text: str  # detokenised
+    tokens: list[str]  # target pieces/words
+    score: float  # length-normalised log-probability
+    source_tokens: list[str] = field(default_factory=list)
+    attention: Optional[list[list[float]]] = None  # (len(tokens) + 1) rows (</s> last) x len(source_tokens)
+    source: str = ""  # the source line as given to translate()
+    pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
+    # a model with an alignment head (model.alignment_head): its β rows, shaped as `attention`,
+    # or with Translator.saliency_links the saliency rows of the output (Translator._saliency);
+    # links and alignment weights are read from them (row i already belongs to y_i: no shift)
+    aligned: Optional[list[list[float]]] = None
+
+    def attention_json(self) -> Optional[dict]:
+        """SPEC form: {"source": [...], "target": [...], "weights": [[...] per target token]}."""
+        if self.attention is None:
+            return None
+        if not self.tokens and not self.source_tokens:  # an empty input line
+            return {"source": [], "target": [], "weights": []}
+        return {"source": self.source_tokens, "target": self.tokens + ["</s>"], "weights": self.attention}
+
+    @property
+    def alignment(self) -> Optional[list[tuple[int, int]]]:
+        """Word-level hard links (source word, target word), 0-based, sorted by source then
+        target: each word of ``text.split()`` linked to the word of ``source.split()`` with the
+        most attention, by the default row (alignment.DEFAULT_SHIFT). None without attention."""
+        return self.links()
+
+    def words(self, subwords: bool = False) -> tuple[list[str], list[str]]:
+        """The units link indices count: (``source.split()``, ``text.split()``), or with
+        `subwords` (source_tokens, tokens)."""
+        if subwords:
+            return list(self.source_tokens), list(self.tokens)
+        return self.source.split(), self.text.split()
+
+    def _word_vocab(self) -> bool:
+        if self.pieces_are_words is not None:
+            return self.pieces_are_words
+        return not any(p.startswith("▁") for p in self.source_tokens + self.tokens)
+
+    def alignment_weights(self, subwords: bool = False,
+                          shift: int = DEFAULT_SHIFT) -> Optional[list[list[float]]]:
+        """Soft alignment: one row per target unit (:meth:`words`), one weight per source unit.
+        Word level, a source word's weight is the sum over its pieces, a target word's row the
+        mean of its pieces' rows. ``shift=1`` gives each unit the next unit's row (the </s> row
+        for the last: alignment.attention_links); the </s> row is never a unit."""
+        if self.aligned is not None:
+            return translation_rows(self.aligned, self.source, self.source_tokens, self.tokens,
+                                    len(self.text.split()), self._word_vocab(), subwords, 0)
+        if self.attention is None:
+            return None
+        return translation_rows(self.attention, self.source, self.source_tokens, self.tokens,
+                                len(self.text.split()), self._word_vocab(), subwords, shift)
+
+    def links(self, subwords: bool = False, shift: int = DEFAULT_SHIFT) -> Optional[list[tuple[int, int]]]:
+        """Hard links (source unit, target unit): each target unit's highest-weight source unit in
+        :meth:`alignment_weights`, sorted by source then target (Pharaoh order)."""
+        rows = self.alignment_weights(subwords, shift)
+        return None if rows is None else hard_links(rows)
+
+    def replace_unk(self, lexicon: Optional[dict[str, str]] = None, shift: int = DEFAULT_SHIFT,
+                    lowercase: bool = False) -> Translation:
+        """This translation with each unknown output word ("<unk>" of a word vocabulary, "⁇" of a
+        sentencepiece model) replaced by the lexicon's translation of its linked source word, or
+        that word copied (alignment.replace_unk). Looked up as given, then as the model reads it
+        (normalised; lower-cased with `lowercase`, a model's data.lowercase). Only `text`
+        changes (its words keep their indices); without attention or unknown words, self."""
+        from rnnsearch.engine.data.parallel import normalize
+
+        words = self.text.split()
+        unknown = unknown_target_words(self.tokens, self._word_vocab(), len(words))
+        links = self.links(shift=shift) if unknown else None
+        if links is None:
+            return self
+        words = _replace_unk(words, unknown, links, self.source.split(), lexicon,
+                            key=lambda w: normalize(w, lowercase))
+        return dataclasses.replace(self, text=" ".join(words))
+
+
+# target rows x source columns kept per sentence (dense JSON beyond is useless)
+MAX_ATTENTION_CELLS = 4_000_000
+log = logging.getLogger("rnnsearch")
+
+
+class Translator:
+    """A loaded model with its tokenisers and decoding defaults."""
+
+    def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device):
+        self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
+        self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
+        self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
+        self.model_dir: Optional[Path] = None  # where load() read it from
+        self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
+        self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
+        self.shortlist: Optional[Any] = None  # use_shortlist(): the output layer over a lexical shortlist
+        # links (Translation.aligned) from gradient x input saliency instead of the attention or head
+        # (True), or from the mean of the two ("mean")
+        self.saliency_links: bool | str = False
+
+    def use_graphs(self, capture: Optional[bool] = None) -> None:
+        """Decode through engine/decode/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
+        padded step run eagerly (on any device)."""
+        self.graphs = GraphedStep(self.model, capture)
+
+    def use_shortlist(self, source: str | Path) -> None:
+        """Decode over a lexical shortlist (engine/decode/shortlist.py): a file, or "auto" for
+        <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
+        from rnnsearch.engine.decode.shortlist import FILE_NAME, build_shortlist, load_shortlist
+
+        if self.model_dir is None:
+            raise ConfigError("a shortlist belongs to a model directory: load the model with load()")
+        path = self.model_dir / FILE_NAME if str(source) == "auto" else Path(source)
+        if str(source) == "auto" and not path.exists():
+            build_shortlist(self.model_dir).save(path)
+        elif not path.exists():
+            raise MissingFileError(path, f"{path}: no such shortlist (rnnsearch shortlist build --model "
+                                         f"{self.model_dir} --out {path}; or --shortlist auto)")
+        self.shortlist = load_shortlist(path, self.model_dir, len(self.src_tok))
+
+    def resolve_precision(self, precision: Optional[str] = None) -> str:
+        """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
+        faster here (engine/precision.py), once."""
+        precision = precision or self.cfg.decode.precision
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+        if self.quantized != "none":  # int8 products; what is left (softmaxes, gates) stays fp32
+            return "fp32"
+        if precision != "auto":
+            return precision
+        if self._auto_precision is None:
+            size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), f"beam {self.cfg.decode.beam}")
+            self._auto_precision = choose("decode", self.device, size, self._probe)
+        return self._auto_precision
+
+    def _probe(self, precision: str) -> float:
+        """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""
+        g = torch.Generator().manual_seed(0)
+        pieces = torch.randint(4, len(self.src_tok), (32, 16), generator=g).tolist()
+        options = SearchOptions(self.cfg.decode.beam, self.cfg.decode.alpha, self.cfg.decode.max_len_ratio,
+                                with_attention=False)
+        start = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            self._decode(pieces, options, 32, graphs=False)  # eager either way: captures are not decoding
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
+
+    def source_ids(self, text: str) -> list[int]:
+        """The source pieces the model reads for `text`, in reading order: the text normalised
+        (and lower-cased) as in training, then tokenised. Every path that turns a source sentence
+        into pieces goes through here (translate, force, attention labels)."""
+        return self.src_tok.encode(normalize(text, self.cfg.data.lowercase))
+
+    def target_ids(self, text: str) -> list[int]:
+        """A given translation's target pieces, normalised as in training (for `force`)."""
+        return self.tgt_tok.encode(normalize(text, self.cfg.data.lowercase))
+
+    def labels(self, source: str, target: str) -> tuple[list[str], list[str]]:
+        """The column and row labels of ``force([source], [target])``'s weights: the source
+        pieces, and the target pieces followed by ``</s>``."""
+        return (self.src_tok.pieces(self.source_ids(source)),
+                self.tgt_tok.pieces(self.target_ids(target)) + ["</s>"])
+
+    def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
+                  alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
+                  batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
+                  early_stop: Optional[bool] = None, saliency: Optional[bool | str] = None) -> list[Any]:
+        """Translate sentences; an empty sentence gives an empty translation.
+
+        Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence
+        (typed ``list[Any]`` for that reason).
+        A source longer than ``decode.max_source_len`` tokens is translated in consecutive
+        pieces of that length and the pieces joined (its attention is then block-diagonal),
+        so no input can stall the decoder and every line gets a translation. `early_stop`: see
+        :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
+        `saliency`: Translation.aligned from gradient x input saliency, or "mean" for its mean with
+        the attention (head) rows (:meth:`force`; default: saliency_links).
+        """
+        d = self.cfg.decode
+        saliency = self.saliency_links if saliency is None else saliency  # False, True or "mean"
+        beam = d.beam if beam is None else beam
+        if not 1 <= n_best <= beam:
+            raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
+        sentences = list(sentences)
+        limit = max(1, d.max_source_len)
+        pieces: list[list[int]] = []  # reading-order token ids of every piece
+        owner: list[int] = []  # the sentence each piece belongs to
+        for k, text in enumerate(sentences):
+            ids = self.source_ids(text)
+            for start in range(0, len(ids), limit):
+                pieces.append(ids[start:start + limit])
+                owner.append(k)
+        precision = self.resolve_precision(precision)
+        # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            options = SearchOptions(beam, d.alpha if alpha is None else alpha,
+                                    max_len_ratio or d.max_len_ratio, n_best, attention, early_stop)
+            hyps = self._decode(pieces, options, batch_size or d.batch_size)
+        out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
+                                         for _ in range(n_best)] for _ in sentences]
+        by_sentence: dict[int, list[int]] = {}
+        for p, k in enumerate(owner):
+            by_sentence.setdefault(k, []).append(p)
+        heads: list[tuple[Translation, list[int], list[int]]] = []  # (translation, source, target ids)
+        for k, ps in by_sentence.items():
+            out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
+                      for rank in range(n_best)]
+            if attention and (self.model.align_head is not None or saliency) and len(ps) == 1:
+                heads += [(t, pieces[ps[0]], hyps[ps[0]][rank].tokens) for rank, t in enumerate(out[k])]
+        if heads:  # the head's (or saliency) rows of each output, by teacher forcing it (batched)
+            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=not saliency, saliency=saliency)
+            for (t, _, _), r in zip(heads, rows):
+                t.aligned = r
+        word_vocab = self.cfg.vocab.kind == "word"
+        for text, ts in zip(sentences, out):
+            for t in ts:
+                t.source, t.pieces_are_words = text, word_vocab
+        return [o[0] for o in out] if n_best == 1 else out
+
+    def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
+                graphs: bool = True) -> list:
+        """Beam search over source pieces (reading order), batched by length; n-best per piece."""
+        rev = self.cfg.data.reverse_source
+        self.model.eval()
+        # Sorted by length; the search keeps `batch_size` sentences in flight, the next
+        # joining as others finish, and encodes each group when its first sentence is needed.
+        groups = list(iterate_sorted(pieces, batch_size))
+        order = [p for group in groups for p in group]  # stream position -> piece
+
+        def chunks():
+            for group in groups:
+                src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
+                yield src, src != PAD
+
+        hyps: list = [None] * len(pieces)
+        step = self.graphs if graphs and self.graphs is not None and self.shortlist is None else None
+        allowed = None
+        if self.shortlist is not None:
+            shortlist, vocab = self.shortlist, len(self.tgt_tok)
+            allowed = lambda src, mask: shortlist.allowed(src, mask, vocab)  # noqa: E731
+        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size, step=step,
+                                      shortlist=allowed):
+            hyps[order[k]] = nbest
+        return hyps
+
+    def _result(self, pieces: list[list[int]], hyps: list, attention: bool) -> Translation:
+        """One Translation from the hypotheses of a sentence's consecutive source pieces."""
+        rev = self.cfg.data.reverse_source
+        src_ids = [t for piece in pieces for t in piece]
+        tokens = [t for h in hyps for t in h.tokens]
+        n_tgt = sum(len(h.tokens) for h in hyps)
+        score = sum(h.score * (len(h.tokens) + 1) for h in hyps) / (n_tgt + len(hyps))
+        weights = None
+        cells = (n_tgt + 1) * len(src_ids)
+        if attention and cells > MAX_ATTENTION_CELLS:
+            log.warning("attention of a %d-token source is not kept (%s weights; limit %s)", len(src_ids),
+                        f"{cells:,}", f"{MAX_ATTENTION_CELLS:,}")
+        elif attention and all(h.attention is not None for h in hyps):
+            weights, before = [], 0
+            for piece, h in zip(pieces, hyps):
+                after = len(src_ids) - before - len(piece)
+                rows = h.attention if h is hyps[-1] else h.attention[:-1]  # one </s> row, the last
+                rows = [row[::-1] if rev else row for row in rows]  # columns in reading order
+                weights += [[0.0] * before + list(r) + [0.0] * after for r in rows]
+                before += len(piece)
+        return Translation(self.tgt_tok.decode(tokens), self.tgt_tok.pieces(tokens), score,
+                           self.src_tok.pieces(src_ids), weights)
+
+    def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
+              head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
+        """Attention under teacher forcing on given translations (for alignment scoring).
+
+        Returns per pair the weights, one row per target token plus </s>, columns in the
+        source's reading order (also with reverse_source); None for RNNencdec. `head`: the
+        alignment head's β rows instead (model.alignment_head; its </s> row is zero).
+        `saliency`: rows of gradient × input saliency instead (:meth:`_saliency`); "mean": the
+        mean of those and the attention's (the head's where the model has one), cell by cell.
+        """
+        pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
+        return self._forced(pairs, batch_size, head, saliency)
+
+    @torch.no_grad()
+    def _forced(self, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
+                head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
+        """force() on (source ids in reading order, target ids) pairs."""
+        from rnnsearch.engine.data.parallel import Example, collate
+
+        if head and self.model.align_head is None:
+            raise ValueError("this model has no alignment head (model.alignment_head)")
+        if head and saliency:
+            raise ValueError("head and saliency are two kinds of weights: ask for one")
+        if saliency not in (False, True, "mean"):
+            raise ValueError(f"saliency is True, False or \"mean\", got {saliency!r}")
+        refusal = self.saliency_refusal() if saliency else None
+        if refusal:
+            raise ValueError(refusal)
+        # "mean" averages the saliency with the rows links are otherwise read from: the head's if any
+        head = head or (saliency == "mean" and self.model.align_head is not None)
+        self.model.eval()
+        rev = self.cfg.data.reverse_source
+        examples = [Example(src[::-1] if rev else list(src), list(tgt), k)
+                    for k, (src, tgt) in enumerate(pairs)]
+        out: list = [[] for _ in examples]  # an empty source has no attention rows
+        todo = [k for k, e in enumerate(examples) if e.src]
+        for group in iterate_sorted([examples[k].src for k in todo], batch_size):
+            group = [todo[g] for g in group]
+            batch = collate([examples[g] for g in group]).to(self.device)
+            attn = self._saliency(batch) if saliency else None
+            if saliency is not True:  # False or "mean": the attention (or head) rows
+                _, weights, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
+                weights = beta[0] if head else weights
+                attn = weights if attn is None else (attn + weights) / 2  # None both, for RNNencdec
+            if attn is None:
+                return [None] * len(examples)
+            for row, g in enumerate(group):
+                e = examples[g]
+                w = attn[row, : len(e.tgt) + 1, : len(e.src)]
+                if self.cfg.data.reverse_source:
+                    w = w.flip(-1)
+                out[g] = w.tolist()
+        return out
+
+    def saliency_refusal(self) -> Optional[str]:
+        """Why this model cannot give saliency rows (they take gradients through it), or None."""
+        if self.quantized != "none":
+            return (f"saliency takes gradients through the model; its {self.quantized} products have "
+                    "none (load it without quantization)")
+        return None
+
+    @torch.enable_grad()
+    def _saliency(self, batch) -> Optional[torch.Tensor]:
+        """Gradient × input saliency (Ding et al. 2019) of each source token for each gold
+        target token: row i, column j is |∂ log p(y_i | y_<i, x) / ∂E x_j · E x_j|, the
+        source embedding's first-order share in the prediction of y_i, normalised over the
+        sentence. Row i is the prediction of token i (like α_i, made before the decoder read
+        y_i), the last row that of </s>. Unlike attention it counts every path from x_j to
+        y_i: through α_i, but also through the annotations that earlier states read.
+        None for RNNencdec, which has no attention rows to stand beside."""
+        if self.cfg.model.arch != "rnnsearch":
+            return None
+        kept: list[torch.Tensor] = []
+
+        def keep(module, inputs, output):  # the embeddings E x_j, as a leaf the gradient reaches
+            output = output.detach().requires_grad_(True)
+            kept.append(output)
+            return output
+
+        hook = self.model.src_emb.register_forward_hook(keep)
+        try:
+            logp, _ = self.model(batch.src, batch.src_mask, batch.tgt_in)[:2]
+        finally:
+            hook.remove()
+        emb = kept[0]
+        gold = batch.tgt_out.clamp(min=0).unsqueeze(-1)
+        picked = logp.gather(-1, gold).squeeze(-1)  # (B, T): log p of each gold token
+        real = batch.tgt_out != PAD
+        rows = []
+        for i in range(picked.shape[1]):  # one backward per target position; the batch's
+            # sentences are independent, so the sum's gradient is each sentence's own
+            (grad,) = torch.autograd.grad(picked[:, i].masked_fill(~real[:, i], 0.0).sum(), emb,
+                                          retain_graph=i + 1 < picked.shape[1])
+            rows.append((grad * emb).sum(-1).abs())
+        sal = torch.stack(rows, 1).masked_fill(~batch.src_mask.unsqueeze(1), 0.0)  # (B, T, S)
+        return (sal / sal.sum(-1, keepdim=True).clamp(min=1e-30)).detach()
+
+
+def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
+         cuda_graphs: bool = False, shortlist: Optional[str | Path] = None) -> Translator:
+    """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
+    int8 matrix products on the CPU (engine/decode/quantize.py), the files on disk untouched;
+    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/decode/graphs.py; GPUs only;
+    not with a shortlist, whose output layer changes size); ``shortlist`` (a file or "auto")
+    restricts the output layer to a lexical shortlist (engine/decode/shortlist.py)."""
+    from rnnsearch.engine.decode.quantize import KINDS, quantize_int8_
+
+    if quantize not in KINDS:
+        raise ConfigError(f"quantize must be one of {', '.join(KINDS)}, got {quantize!r}")
+    dev = resolve_device(device)
+    if quantize != "none" and dev.type != "cpu":
+        raise ConfigError(f"--quantize {quantize} decodes on the CPU; the model was to load on {dev} "
+                         "(give --device cpu)")
+    if cuda_graphs and dev.type != "cuda":
+        raise ConfigError(f"--cuda-graphs needs a CUDA device; the model was to load on {dev}")
+    cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
+    translator = Translator(cfg, model, src_tok, tgt_tok, dev)
+    translator.model_dir = Path(model_dir)
+    if quantize == "int8":
+        quantize_int8_(model)
+        translator.quantized = quantize
+    if cuda_graphs:
+        translator.use_graphs()
+    if shortlist is not None:
+        translator.use_shortlist(shortlist)
+    return translator
+
+
+def write_attention_jsonl(path: str | Path, translations: list[Translation]) -> None:
+    from rnnsearch.io import atomic_write_text
+
+    lines = [json.dumps(t.attention_json(), ensure_ascii=False) for t in translations]
+    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))

@@ -1,0 +1,903 @@
+"""Training (paper Appendix B): minibatch SGD with Adadelta or Adam, clipped gradients,
+periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+import sacrebleu
+import torch
+
+from rnnsearch.config import Config, ConfigError, TrainConfig
+from rnnsearch.engine import distributed
+from rnnsearch.engine.checkpoint import (
+    CheckpointError,
+    load_train_state,
+    read_config,
+    save_train_state,
+    save_weights,
+)
+from rnnsearch.engine.data.pairs import (
+    corpus_files,
+    in_memory_pairs,
+    load_pairs,
+    prepared_pairs,
+    vocabularies,
+)
+from rnnsearch.engine.data.parallel import ParallelData, collate, drop_words, make_batches, target_tokens
+from rnnsearch.engine.data.prepared import PreparedData, open_prepared
+from rnnsearch.engine.data.vocab import PAD, load_tokenizers, save_tokenizers
+from rnnsearch.engine.decode.translator import Translator
+from rnnsearch.engine.precision import choose, model_size
+from rnnsearch.io import DataError, MissingFileError, atomic_write_text
+from rnnsearch.nn.attention import at_least_fp32
+from rnnsearch.nn.model import RNNsearch, build_model
+
+log = logging.getLogger("rnnsearch")
+
+MAX_BAD_STEPS = 20  # consecutive non-finite losses/gradients before giving up
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT or SIGTERM after writing a resumable checkpoint (no DONE)."""
+
+    def __init__(self, signum: int, model_dir: Path, step: int):
+        self.signum, self.model_dir, self.step = signum, model_dir, step
+        super().__init__(f"training interrupted by {signal.Signals(signum).name} at step {step}; its "
+                         f"checkpoint is saved: `rnnsearch train --resume {model_dir}` continues it")
+
+
+class StopRequests:
+    """SIGINT (Ctrl-C) and SIGTERM while a run trains: the first asks it to stop after the current
+    update and save a checkpoint to resume from, so at most one update's work is lost instead of
+    everything since the last save; a second one stops at once, the way it would without this.
+    A signal the process started out ignoring stays ignored, as Python leaves it: a shell without
+    job control starts its background jobs so, for a Ctrl-C at the terminal not to stop them.
+    Installed only in the main thread (Python delivers signals there); a no-op elsewhere."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._request) for s in self.SIGNALS
+                              if signal.getsignal(s) is not signal.SIG_IGN}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def _request(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        self.__exit__()  # asked twice: the handlers from before this run take the signal now
+        signal.raise_signal(signum)
+
+
+def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+    t = cfg.train
+    assert t.eps is not None  # resolved when the config is made (TrainConfig.__post_init__)
+    if t.optimizer == "adadelta":
+        return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
+    # fused: one kernel over every parameter instead of a loop over tensors, 28 -> 5.5 ms a step on
+    # the benchmark model (docs/benchmarks.md, "CPU changes measured")
+    return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
+
+
+class _SummedCrossEntropy(torch.autograd.Function):
+    """Σ_rows −[(1−ε) log p(y) + ε/V Σ_v log p(v)] with p = softmax(logits), fused.
+
+    The gradient, softmax − (1−ε)·onehot − ε/V, is formed in the forward pass in the memory
+    of the log-probabilities, so backward is one scaling of it; log_softmax + nll_loss instead
+    zero-fill a (rows, V) matrix for nll's gradient and run log_softmax's backward over it
+    (docs/benchmarks.md, "CPU changes measured", has the measured gain).
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+        log_p = torch.log_softmax(logits, -1)
+        rows = torch.arange(target.numel(), device=target.device)
+        loss = -log_p[rows, target].sum()
+        if smoothing:  # ε × the mean of -log p(v) over the vocabulary
+            loss = (1 - smoothing) * loss - smoothing * log_p.mean(-1).sum()
+        grad = log_p.exp_()  # softmax, in the memory of log p
+        if smoothing:
+            grad.sub_(smoothing / logits.size(-1))
+        grad[rows, target] -= 1 - smoothing
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (grad_logits,) = ctx.saved_tensors
+        return grad_logits * grad, None, None
+
+
+def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over real target tokens.
+
+    logits (B, T, V) with target (B, T), padding included; or logits already packed to the
+    real tokens, (N, V) with target (N,) (``model(..., packed=True)``).
+    """
+    logits = at_least_fp32(logits.reshape(-1, logits.size(-1)))
+    target = target.reshape(-1)
+    real = target != PAD
+    if not bool(real.all()):
+        logits, target = logits[real], target[real]
+    return _SummedCrossEntropy.apply(logits, target, float(label_smoothing))
+
+
+def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """The summed loss of a collated batch: teacher-forced logits on the real target tokens only
+    (``packed=True``), then :func:`sequence_loss`."""
+    logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
+    return packed_loss(logits, batch, label_smoothing)
+
+
+def packed_loss(logits: torch.Tensor, batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """:func:`sequence_loss` of packed logits (N, V) against the batch's N real target tokens."""
+    return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
+
+
+class MetricsLog:
+    """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
+
+    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
+        self.path = model_dir / "log.jsonl"
+        self.enabled = enabled
+        self.tb = None
+        if tensorboard and enabled:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(model_dir / "tensorboard"))
+            except Exception:  # tensorboard not installed: the JSONL log is enough
+                self.tb = None
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
+                    self.tb.add_scalar(k, v, record.get("step", 0))
+            self.tb.flush()
+
+    def rewind(self, step: int) -> int:
+        """Drop the records of steps after `step`, the checkpoint a run resumes from: the steps a
+        killed run took past its last save are trained again, and logged again. Returns how many."""
+        if not self.enabled or not self.path.exists():
+            return 0
+        lines = [x for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        kept = [x for x in lines if _logged_step(x) <= step]  # a line torn by the kill goes too
+        if len(kept) < len(lines):
+            atomic_write_text(self.path, "".join(x + "\n" for x in kept))
+        return len(lines) - len(kept)
+
+
+def _logged_step(line: str) -> float:
+    try:
+        return json.loads(line).get("step", 0)
+    except json.JSONDecodeError:
+        return math.inf
+
+
+@torch.no_grad()
+def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> float:
+    """Mean per-token negative log-likelihood (teacher forcing, no dropout)."""
+    model.eval()
+    total, tokens = 0.0, 0
+    order = sorted(range(len(data)), key=lambda i: len(data.examples[i].tgt))
+    for start in range(0, len(order), batch_size):
+        examples = [data.examples[i] for i in order[start:start + batch_size]]
+        batch = collate(examples).to(device)
+        logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
+        total += float(sequence_loss(logits, batch.tgt_out))
+        tokens += target_tokens(examples)
+    return total / max(tokens, 1)
+
+
+def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool) -> dict:
+    """Validation loss and perplexity, and (with_bleu) BLEU of the first data.valid_bleu_sentences
+    sentences decoded with beam train.valid_beam."""
+    out = {"valid_loss": evaluate_loss(translator.model, valid.data, translator.device)}
+    out["valid_ppl"] = math.exp(min(out["valid_loss"], 50))
+    if with_bleu:
+        n = min(len(valid.src), cfg.data.valid_bleu_sentences)
+        hyps = translator.translate(valid.src[:n], beam=cfg.train.valid_beam, attention=False)
+        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [valid.tgt[:n]],
+                                                  tokenize=cfg.data.bleu_tokenize).score
+    translator.model.train()
+    return out
+
+
+@dataclass
+class Validation:
+    """The validation set: encoded pairs, and the raw text of the same pairs for BLEU."""
+
+    data: ParallelData
+    src: list[str]
+    tgt: list[str]
+
+
+@dataclass
+class TrainState:
+    """Where a run stands: saved with every checkpoint (train_state.safetensors), restored by
+    --resume. `validation_outcome()` is the part rank 0's validation decides for every rank."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # the next batch of the epoch
+    best: Optional[float] = None  # best validation score, higher is better (a loss is stored negated)
+    bad_validations: int = 0  # validations in a row without improvement (train.patience)
+    bad_validations_since_lr_decay: int = 0  # the same count, restarted by a decay (train.lr_patience)
+    lr: float = 0.0
+    tokens: int = 0  # target tokens trained on
+    seconds: float = 0.0  # training wall-clock, summed over resumes
+    valid_loss: Optional[float] = None
+
+    FORMER_NAMES: ClassVar[dict[str, str]] = {"lr_bad": "bad_validations_since_lr_decay"}  # in saved states
+
+    @classmethod
+    def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
+        """The state saved in train_state.safetensors; keys this class does not have are ignored."""
+        known = {f.name for f in fields(cls)}
+        saved = {cls.FORMER_NAMES.get(k, k): v for k, v in saved.items()}
+        return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}})
+
+    def validation_outcome(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("best", "bad_validations", "bad_validations_since_lr_decay",
+                                               "lr", "valid_loss")}
+
+    def judge(self, record: dict, t: TrainConfig) -> list[bool]:
+        """`after_validation` for each model the run trains: whether it improved on its best."""
+        return [self.after_validation(record, t)]
+
+    def after_validation(self, record: dict, t: TrainConfig) -> bool:
+        """Update the best score, patience counters and (on a plateau) the learning rate; True if
+        the validation improved on the best."""
+        self.valid_loss = record["valid_loss"]
+        score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
+        if self.best is None or score > self.best:
+            self.best, self.bad_validations, self.bad_validations_since_lr_decay = score, 0, 0
+            return True
+        self.bad_validations += 1
+        self.bad_validations_since_lr_decay += 1
+        if t.lr_decay < 1.0 and self.bad_validations_since_lr_decay >= t.lr_patience:
+            self.lr = max(t.min_lr, self.lr * t.lr_decay)
+            self.bad_validations_since_lr_decay = 0
+            log.info("no improvement for %d validations: lr -> %g", t.lr_patience, self.lr)
+        return False
+
+    def stop_reason(self, t: TrainConfig) -> Optional[str]:
+        """Why training ends after the validation just done, if it does: patience run out, or the
+        validation loss down to ``train.stop_valid_loss``."""
+        if t.patience and self.bad_validations >= t.patience:
+            return f"no improvement in {t.patience} validations"
+        loss = self.stopping_loss()
+        if t.stop_valid_loss and loss is not None and loss <= t.stop_valid_loss:
+            return f"validation loss {loss:.4g} <= stop_valid_loss={t.stop_valid_loss}"
+        return None
+
+    def stopping_loss(self) -> Optional[float]:
+        """The validation loss that ``train.stop_valid_loss`` is compared with."""
+        return self.valid_loss
+
+
+@dataclass
+class Step:
+    """What one update leaves for the log: the batch's summed loss (on the device, read only when
+    logged), its target tokens and the gradient norm before clipping."""
+
+    loss: torch.Tensor
+    tokens: int
+    grad_norm: torch.Tensor
+
+
+class Window:
+    """Loss and tokens since the last training log line (the loss summed on the device)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss: torch.Tensor | float = 0.0
+        self.tokens = 0
+        self.t0 = time.time()
+
+    def add(self, step: Step) -> None:
+        self.loss = self.loss + step.loss
+        self.tokens += step.tokens
+
+    def sums(self) -> list[float]:
+        """What the log line adds up over the ranks; the loss first."""
+        return [float(self.loss)]
+
+    def extra_means(self, sums: list[float]) -> dict[str, float]:
+        """The log line's entries beside the loss, from `sums` added up over the ranks."""
+        return {}
+
+
+# What a resumed run takes from the config it is given; everything else comes from the model directory.
+RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "stop_valid_loss", "progress", "device", "precision",
+               "threads")
+
+
+def resume_config(cfg: Config, model_dir: Path) -> Config:
+    """The saved config of `model_dir` with `cfg`'s training limits, device and precision
+    (RESUME_KEYS); every other key of `cfg` that differs from the saved run is ignored with a
+    warning naming it, since the model, data and vocabulary must stay those of the run."""
+    saved = read_config(model_dir)
+    given, kept = cfg.to_dict(), saved.to_dict()
+    for section, values in given.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if section == "train" and key in RESUME_KEYS:
+                setattr(saved.train, key, value)
+            elif value != kept.get(section, {}).get(key):
+                log.warning("--resume: ignoring %s.%s=%r; the run continues with %r from %s", section, key,
+                            value, kept.get(section, {}).get(key), model_dir / "config.json")
+    saved.model_dir = str(model_dir)
+    return saved
+
+
+def prepare_model_dir(cfg: Config, resume: bool) -> Config:
+    """The config to train with: on resume the saved one (with `cfg`'s limits), the directory
+    cleared of a previous run's DONE and half-written files; a fresh run must not overwrite one."""
+    model_dir = Path(cfg.model_dir)
+    if resume:
+        cfg = resume_config(cfg, model_dir)
+        (model_dir / "DONE").unlink(missing_ok=True)
+        for stale in model_dir.glob(".*.tmp"):  # of a killed run
+            stale.unlink()
+    elif (model_dir / "train_state.safetensors").exists():
+        raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
+                              "or choose another model_dir")
+    return cfg
+
+
+def run_config(cfg: Config, resume: bool) -> Config:
+    """What decides the kind of run: `cfg`, or on resume the config saved in its model directory."""
+    return read_config(Path(cfg.model_dir)) if resume else cfg
+
+
+def busy_cores(seconds: float = 0.25) -> float:
+    """How many cores other processes keep busy now: /proc/stat's busy share over `seconds`
+    times the machine's cores (this process sleeps meanwhile); else the 1-minute load average,
+    which lags (a finished `pip install` still counts for a minute)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return sum(ticks), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    busy = 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
+    return busy * (os.cpu_count() or 1)
+
+
+def free_cores(load: float | None = None) -> tuple[int, int, float]:
+    """(threads for this process, the cores it may run on, the busy cores): the cores of its
+    affinity less those busy now (rounded), shared among torchrun's local ranks, at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = busy_cores() if load is None else load
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, (cores - min(cores - 1, round(load))) // ranks), cores, load
+
+
+def seed_and_threads(t: TrainConfig) -> None:
+    """Python's and torch's random numbers from train.seed; torch's CPU threads: train.threads, or
+    with 0 (and no OMP_NUM_THREADS) one a free core, so that a run beside a busy process does not
+    oversubscribe the cores (two 2-thread runs on 2 cores ran 20x slower than one thread each)."""
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    elif "OMP_NUM_THREADS" not in os.environ:
+        free, cores, load = free_cores()
+        torch.set_num_threads(free)
+        log.info("threads: %d (%d cores, %.1f busy; train.threads or OMP_NUM_THREADS sets them)",
+                 free, cores, load)
+
+
+def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step: int, keep_last: int) -> None:
+    """A model's weights: the best (when `best`), the last, and with `keep_last` a snapshot in
+    checkpoints/ (the oldest pruned)."""
+    meta = {"step": str(step)}
+    if best:
+        save_weights(model_dir / "model.safetensors", model, meta)
+    save_weights(model_dir / "last.safetensors", model, meta)
+    if keep_last:
+        snaps = model_dir / "checkpoints"
+        save_weights(snaps / f"step-{step:08d}.safetensors", model, meta)
+        for old in sorted(snaps.glob("step-*.safetensors"))[: -keep_last]:
+            old.unlink()
+
+
+def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
+    """The validation pairs, encoded in memory with their text kept for BLEU; None without any."""
+    valid = load_pairs(cfg, "valid")
+    if valid is None:
+        return None
+    d = cfg.data
+    files = corpus_files(cfg, "valid")  # not None: load_pairs read them
+    data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
+                               name="valid", files=files.describe() if files else "")
+    keep = [e.index for e in data.examples]
+    return Validation(data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
+
+
+def on_main_rank(ctx: distributed.Context, work: Callable[[], Any]) -> Any:
+    """`work()` on rank 0, its result on every rank; a DataError it raises is raised on every rank
+    with the same message, so that no rank waits for one that has stopped."""
+    result: Any = None
+    error: Optional[DataError] = None
+    if ctx.main:
+        try:
+            result = work()
+        except DataError as e:
+            error = e
+    result, error = distributed.broadcast((result, error), ctx)
+    if error is not None:
+        raise error
+    return result
+
+
+class Trainer:
+    """One training run as small named steps. `run` is the loop; `train_step`, `checkpoint`
+    (validate, then `save_checkpoint`) and `train_epoch` can each be called on their own.
+    Agreement training (train.agreement) is AgreementTrainer, engine/train/agreement.py."""
+
+    state_class: type[TrainState] = TrainState
+
+    def __init__(self, cfg: Config, resume: bool = False):
+        self.cfg = cfg = self.prepare_model_dir(cfg, resume)
+        self.model_dir = Path(cfg.model_dir)
+        seed_and_threads(cfg.train)
+        self.ctx, self.device = self.setup_device()
+        self.src_tok, self.tgt_tok, self.train_data, self.valid = self.load_data(resume)
+        self.build_models()
+        self.optimizer = make_optimizer(cfg, self.trained.parameters())
+        self.state = self.resumed_state() if resume else self.state_class(lr=cfg.train.lr)
+        log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
+        if cfg.train.compile:
+            for model in self.models:  # the first batches compile (seconds to a minute), the rest reuse it
+                model.compile_step()
+            log.info("decoder time step compiled with torch.compile")
+        self.net = self.data_parallel()
+        self.metrics = MetricsLog(self.model_dir, cfg.train.tensorboard, enabled=self.ctx.main)
+        if resume and (dropped := self.metrics.rewind(self.state.step)):
+            log.info("log.jsonl: dropped %d records of steps after %d (trained again now)", dropped,
+                     self.state.step)
+        self.translator = Translator(cfg, self.model, self.src_tok, self.tgt_tok, self.device)
+        self.precision = self.resolve_precision()
+        # Mixed precision: matrix products in bf16/fp16, softmaxes and the loss in fp32 (see at_least_fp32).
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        self.autocast = torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        self.bad_in_row = 0  # non-finite updates in a row
+        self.started = time.time() - self.state.seconds
+        self.saved_at = self.state.seconds  # training seconds at the last timed save
+        self.stop_requests = StopRequests()
+        self.interrupted: Optional[int] = None  # the signal that stopped the run, agreed by every rank
+
+    def prepare_model_dir(self, cfg: Config, resume: bool) -> Config:
+        """The module's `prepare_model_dir`; a subclass that writes more directories clears them too."""
+        return prepare_model_dir(cfg, resume)
+
+    def setup_device(self) -> tuple[distributed.Context, torch.device]:
+        """This rank's place in the process group (if any) and its device; only rank 0 logs below
+        warnings."""
+        ctx, device = distributed.setup(self.cfg.train.device)
+        if not ctx.main:
+            log.setLevel(logging.WARNING)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        return ctx, device
+
+    def load_data(self, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData, Optional[Validation]]:
+        """Tokenisers (built and saved by rank 0 on a fresh run), the training pairs (encoded by
+        rank 0, mapped by every rank) and the validation set (None without one). Bad data stops
+        every rank with one message and leaves no half-made model directory behind."""
+        cfg, model_dir = self.cfg, self.model_dir
+        files = corpus_files(cfg, "train")
+        if files is None:
+            raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
+                                  "train")
+        for split in filter(None, (files, corpus_files(cfg, "valid"))):  # not fetched yet: say so first
+            for _, path in split.roles():
+                if not path.exists():
+                    raise MissingFileError(path)
+        created = not model_dir.exists()
+        if self.ctx.main:  # only rank 0 makes it: a failed start removes it, and no rank makes it again
+            model_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            if not resume:  # rank 0 builds the vocabularies; the others read them
+                on_main_rank(self.ctx, lambda: self.write_tokenizers(vocabularies(cfg, files)))
+                if self.ctx.main:
+                    cfg.save(model_dir / "config.json")
+            distributed.barrier(self.ctx)
+            src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+            train: ParallelData | PreparedData
+            if cfg.data.prepared:  # rank 0 prepares (or finds) the arrays, every rank maps them
+                made = on_main_rank(self.ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))
+                train = made if self.ctx.main else open_prepared(made.path)  # checked again where mapped
+            else:
+                train = in_memory_pairs(cfg, files, src_tok, tgt_tok)
+            self.load_extra(train, src_tok, tgt_tok)
+            return src_tok, tgt_tok, train, validation_set(cfg, src_tok, tgt_tok)
+        except BaseException:
+            if created and self.ctx.main:
+                shutil.rmtree(model_dir, ignore_errors=True)
+            raise
+
+    def load_extra(self, train: ParallelData | PreparedData, src_tok, tgt_tok) -> None:
+        """What else a subclass's loss reads about the training pairs (GuidedTrainer: their word
+        links), loaded here so that a failure leaves no half-made model directory either."""
+
+    def write_tokenizers(self, tokenizers: tuple) -> None:
+        """A fresh run's (source, target) tokenizers, into the model directory (rank 0)."""
+        save_tokenizers(self.model_dir, self.cfg.vocab, *tokenizers)
+
+    def build_models(self) -> None:
+        """The model on its device. `trained` is the module the optimizer updates (here the model);
+        `models` are the models the run trains and `model_dirs` where each is saved."""
+        self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
+        self.trained: torch.nn.Module = self.model
+        self.models: list[RNNsearch] = [self.model]
+        self.model_dirs = [self.model_dir]
+
+    def resumed_state(self) -> TrainState:
+        """The weights, optimizer, random state and TrainState of the last checkpoint."""
+        saved = load_train_state(self.model_dir, self.trained, self.optimizer)
+        state = self.state_class.restored(saved, self.cfg.train.lr)
+        log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, state.step, state.epoch,
+                 state.position)
+        return state
+
+    def data_parallel(self) -> torch.nn.Module:
+        """What the forward pass runs: `trained`, under torchrun wrapped in DistributedDataParallel."""
+        if not self.ctx.enabled:
+            return self.trained
+        from torch.nn.parallel import DistributedDataParallel
+
+        t = self.cfg.train
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        net = DistributedDataParallel(self.trained, device_ids=ids)
+        log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size, t.batch_by)
+        return net
+
+    def resolve_precision(self) -> str:
+        """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
+        t = self.cfg.train
+        if t.precision != "auto":
+            return t.precision
+        work = f"batch {t.batch_size} {t.batch_by}"
+        size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), work)
+        chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
+        chosen = distributed.broadcast(chosen, self.ctx)
+        log.info("precision: %s (train.precision auto)", chosen)
+        return chosen
+
+    def _probe(self, precision: str) -> float:
+        """Seconds for three training steps in `precision` on a copy of the model; the run's own
+        weights, optimizer and random state are left as they were."""
+        t = self.cfg.train
+        model = copy.deepcopy(self.model)
+        optimizer = make_optimizer(self.cfg, model.parameters())
+        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, 0)[:3]
+        rng = torch.get_rng_state()
+        dtype = torch.bfloat16 if precision == "bf16" else None
+        start = time.perf_counter()
+        for idx in batches:
+            batch = collate(self.train_data.examples_at(idx)).to(self.device)
+            with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+                loss = batch_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        torch.set_rng_state(rng)
+        return time.perf_counter() - start
+
+    def run(self) -> Path:
+        """Train until a limit or a stopping rule; returns the model directory."""
+        t, state = self.cfg.train, self.state
+        self.started = time.time() - state.seconds
+        self.trained.train()
+        run_bar = None  # with a step budget, one bar over the whole run: its ETA is the run's
+        if t.progress and self.ctx.main and t.max_steps:
+            run_bar = _bar(total=t.max_steps, initial=state.step, unit="step")
+        stop = None
+        with self.stop_requests:
+            while stop is None and not (t.max_epochs and state.epoch >= t.max_epochs):
+                stop = self.train_epoch(run_bar)
+        if run_bar is not None:
+            run_bar.close()
+        if self.interrupted is None:  # interrupted: saved by train_epoch, no DONE, to be resumed
+            self.finish(stop)
+        # the DDP wrapper holds the process group: let go of it first, or gloo's threads can
+        # outlive destroy_process_group and abort the process at exit
+        self.net = self.trained
+        distributed.cleanup(self.ctx)
+        if self.interrupted is not None:
+            raise TrainingInterrupted(self.interrupted, self.model_dir, state.step)
+        return self.model_dir
+
+    def finish(self, stop: Optional[str]) -> None:
+        """A run that has ended (`stop`: why; None: max_epochs): the ranks' weight checksums in the
+        log, and DONE."""
+        state = self.state
+        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
+            sums = distributed.weight_checksums(self.trained, self.ctx)
+            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
+                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
+        why = stop or f"reached max_epochs={self.cfg.train.max_epochs}"
+        log.info("training stopped: %s; model in %s", why, self.model_dir)
+        if self.ctx.main:
+            done = {"reason": stop or "max_epochs", "step": state.step}
+            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
+
+    def train_epoch(self, run_bar=None) -> Optional[str]:
+        """The rest of the current epoch, or less if a limit or stopping rule ends training first
+        (returned: the reason); then a checkpoint."""
+        t, state = self.cfg.train, self.state
+        epoch = state.epoch
+        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
+        bar = run_bar
+        if bar is not None:
+            bar.set_description(f"epoch {epoch + 1}")
+        elif t.progress and self.ctx.main:
+            bar = _bar(total=len(batches), initial=state.position, desc=f"epoch {epoch + 1}", leave=False)
+        window = self.new_window()
+        stop = None
+        made: Optional[Step] = None  # the latest update, whose gradient norm a log line reports
+        for pos in range(state.position, len(batches)):
+            state.position = pos + 1
+            self.regularize(state.step >= t.dropout_start)
+            step = self.train_batch(batches[pos], epoch, pos)
+            last = pos == len(batches) - 1
+            if step is not None:
+                made = step
+                window.add(step)
+                if bar is not None:
+                    bar.update(1)
+            # the epoch's last line is written even where its last update was skipped (fp16 overflow)
+            due = last or (step is not None and state.step % t.log_every == 0)
+            if due and made is not None and window.tokens:
+                self.log_window(window, made, bar)
+            if step is None:  # update skipped
+                continue
+            state.seconds = time.time() - self.started
+            stop = self.after_step(last)
+            if stop is not None:
+                break
+        if bar is not None and bar is not run_bar:
+            bar.close()
+        if state.position >= len(batches):
+            state.epoch, state.position = epoch + 1, 0
+        if self.interrupted is not None:  # save at once: validation could outlast a SIGTERM's grace
+            self.checkpoint("interrupted", validating=False)
+        else:
+            self.checkpoint("epoch" if stop is None else "final")
+        return stop or state.stop_reason(t)
+
+    def new_window(self) -> Window:
+        return Window()
+
+    def regularize(self, on: bool) -> None:
+        """Dropout and word dropout on or off (train.dropout_start: off for the first steps)."""
+        if on != self.model.dropout_on:
+            for model in self.models:
+                model.set_dropout(on)
+            until = f"off until step {self.cfg.train.dropout_start}"
+            log.info("step %d: dropout %s", self.state.step, "on" if on else until)
+
+    def train_batch(self, batch: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
+        """`train_step` on batch `pos` of the epoch (`batch`: its example ids)."""
+        return self.train_step(self.batch_examples(batch, epoch, pos))
+
+    def batch_examples(self, batch: Iterable[int], epoch: int, pos: int) -> list:
+        """The batch's examples, with word dropout."""
+        return self.word_dropout(self.train_data.examples_at(batch), epoch, pos)
+
+    def word_dropout(self, examples: list, epoch: int, pos: int, stream: str = "") -> list:
+        """`examples` with word dropout, seeded by epoch and position so that a resumed run drops
+        the same words; `stream` names another draw for the same batch, independent of this one."""
+        m = self.cfg.model
+        if (m.word_dropout > 0 or m.word_dropout_target > 0) and self.model.dropout_on:
+            seed = self.cfg.train.seed * 1_000_003 + epoch * 100_003 + pos
+            rng = random.Random(f"{seed} {stream}" if stream else seed)
+            examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
+        return examples
+
+    def train_step(self, examples: list) -> Optional[Step]:
+        """One update on a global batch (this rank's share of it): forward, backward, clipping,
+        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
+        n_tok = target_tokens(examples)  # the global batch's, before sharding
+        mine, real = distributed.shard(examples, self.ctx)
+        batch = collate(mine).to(self.device)
+        with self.autocast:
+            loss = batch_loss(self.net, batch, self.cfg.train.label_smoothing)
+        # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
+        grad_norm = self.update(loss * (self.ctx.world * real) / n_tok, loss, n_tok)
+        return None if grad_norm is None else Step(loss.detach() * real, n_tok, grad_norm)
+
+    def update(self, objective: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
+        """Backward from `objective`, clipping and the optimizer step, counted in the state; the
+        gradient norm before clipping, or None when the update is skipped."""
+        t = self.cfg.train
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(objective).backward()
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), t.clip_norm or float("inf"))
+        if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
+            self.scaler.step(self.optimizer)  # fp16 overflow: the scaler skips this step and lowers its scale
+            self.scaler.update()
+            return None
+        if not self.finite(loss, grad_norm):
+            return None
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.state.step += 1
+        self.state.tokens += tokens
+        return grad_norm
+
+    def finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
+        """Whether an update may be taken; counts, logs and (after MAX_BAD_STEPS in a row) gives up
+        on non-finite ones. The gradients are synchronised, so every rank decides the same."""
+        ok = torch.isfinite(grad_norm)
+        if not self.ctx.enabled:
+            ok = ok & torch.isfinite(loss)
+        if bool(ok):  # one wait for the GPU per step (the loss is read only when logged)
+            self.bad_in_row = 0
+            return True
+        self.bad_in_row += 1
+        step = self.state.step
+        self.metrics.write({"step": step, "kind": "skipped", "reason": "non-finite loss or gradient"})
+        log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)", step,
+                    self.bad_in_row)
+        if self.bad_in_row >= MAX_BAD_STEPS:
+            raise FloatingPointError(
+                f"{self.bad_in_row} non-finite updates in a row: lower train.lr, keep train.clip_norm > 0, "
+                "or use train.optimizer=adadelta")
+        return False
+
+    def log_window(self, window: Window, step: Step, bar=None) -> None:
+        """One training log line: mean loss (over every rank), tokens/s since the last one."""
+        elapsed = max(time.time() - window.t0, 1e-9)
+        sums = distributed.all_sum(window.sums(), self.ctx, self.device)
+        mean = sums[0] / max(window.tokens, 1)
+        rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
+               "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
+               "grad_norm": float(step.grad_norm), "lr": self.state.lr,
+               "precision": self.precision}  # what train.precision (auto included) resolved to
+        rec.update(window.extra_means(sums))
+        self.metrics.write(rec)
+        if bar is not None:
+            bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
+        window.reset()
+
+    def after_step(self, last_of_epoch: bool) -> Optional[str]:
+        """Mid-epoch validation, the step and time limits and timed saves; the reason to stop, if any."""
+        t, state = self.cfg.train, self.state
+        if t.valid_every and state.step % t.valid_every == 0 and not last_of_epoch:
+            self.checkpoint("valid")
+            stop = state.stop_reason(t)
+            if stop is not None:
+                return stop
+        if t.max_steps and state.step >= t.max_steps:
+            return f"reached max_steps={t.max_steps}"
+        # rank 0's clock and signals decide for every rank (one broadcast), so all stop at one step
+        over = bool(t.max_minutes) and state.seconds >= t.max_minutes * 60
+        due = bool(t.save_every_minutes) and state.seconds - self.saved_at >= t.save_every_minutes * 60
+        over, due, self.interrupted = distributed.broadcast((over, due, self.stop_requests.signum), self.ctx)
+        if self.interrupted is not None:
+            name = signal.Signals(self.interrupted).name
+            log.warning("%s: stopping at step %d to save a checkpoint (send it again to stop at once)",
+                        name, state.step)
+            return f"interrupted by {name}"
+        if over:
+            return f"reached max_minutes={t.max_minutes}"
+        if due:
+            self.checkpoint("timed", validating=False)
+            self.saved_at = state.seconds
+        return None
+
+    def checkpoint(self, tag: str, validating: bool = True) -> None:
+        """Validate (unless a timed save), then write the checkpoint. A timed save leaves the best
+        weights alone wherever there is validation data to judge them by."""
+        record = {"step": self.state.step, "epoch": self.state.epoch}
+        improved = self.validate(record) if validating else [self.valid is None] * len(self.models)
+        if self.ctx.main:
+            self.save_checkpoint(tag, record, improved)
+
+    def validate(self, record: dict) -> list[bool]:
+        """Validate on rank 0 (scores into `record`) and take its decisions (best score, patience,
+        learning rate) on every rank; for each of `self.models`, whether it improved."""
+        improved = [self.valid is None] * len(self.models)
+        if self.ctx.main and self.valid is not None:
+            record.update(self.validation_scores(self.valid))
+            improved = self.state.judge(record, self.cfg.train)
+        improved, outcome = distributed.broadcast((improved, self.state.validation_outcome()), self.ctx)
+        for key, value in outcome.items():
+            setattr(self.state, key, value)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.state.lr
+        return improved
+
+    def validation_scores(self, valid: Validation) -> dict:
+        """Rank 0's validation scores (module-level `validation_scores`)."""
+        with_bleu = self.cfg.train.valid_metric == "bleu"
+        return validation_scores(self.translator, valid, self.cfg, with_bleu)
+
+    def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
+        """The log record; the best weights (of each model of `self.models` whose flag in `improved`
+        is set), the last weights and the resumable state; with train.keep_last, a snapshot in
+        checkpoints/ (the oldest pruned)."""
+        t, state = self.cfg.train, self.state
+        best = state.best  # kept as "higher is better": a loss is stored negated
+        if best is not None and t.valid_metric == "loss":
+            best = -best
+        record.update(kind=tag, lr=state.lr, best=best)
+        self.metrics.write(record)
+        for model, model_dir, better in zip(self.models, self.model_dirs, improved):
+            _save_model_files(model, model_dir, better, state.step, t.keep_last)
+        save_train_state(self.model_dir, self.trained, self.optimizer, asdict(state))
+        shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
+        log.info("step %d %s %s", state.step, tag, shown)
+
+
+def _bar(**kw):
+    from tqdm import tqdm
+
+    return tqdm(dynamic_ncols=True, **kw)
+
+
+def train(cfg: Config, resume: bool = False) -> Path:
+    """Train one model per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`;
+    returns its path. `rnnsearch.train` is this, or for a config with train.agreement the joint
+    training of two models (AgreementTrainer, engine/train/agreement.py) and with
+    train.guided_alignment GuidedTrainer (engine/train/guided.py), which this refuses.
+
+    With `resume`, continue from the directory's last checkpoint (config taken from it).
+    SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
+    `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
+    """
+    t = run_config(cfg, resume).train
+    if t.agreement:
+        raise ConfigError("train.agreement: trains a pair of models, which rnnsearch.train runs (with "
+                          "engine/train/agreement.py's AgreementTrainer); engine.train.train trains one")
+    if t.guided_alignment:
+        raise ConfigError("train.guided_alignment: rnnsearch.train runs it (engine/train/guided.py's "
+                          "GuidedTrainer); engine.train.train trains without it")
+    return Trainer(cfg, resume).run()

@@ -1,0 +1,270 @@
+"""The native API of ``rnnsearch serve`` (the server's other APIs: compat.py, libre.py, deepl.py).
+
+    POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention",
+                      "alignment" (true: word links [[source, target], ...] with every translation),
+                      "format" ("html": inline tags carried to the aligned words, engine/decode/markup.py),
+                      "saliency" (true: those links from gradient x input saliency, not attention;
+                      "mean": from the mean of the two; slower, the sharper alignment; not with
+                      an int8 model),
+                      "model" (the name of a loaded model; default: the first)
+    GET  /            the attention explorer as a live page (type, translate, click words)
+    GET  /health      liveness and queue length
+    GET  /info        model configuration, vocabulary sizes, parameters, memory, limits
+
+Requests are validated before they reach the model (a 4xx JSON error names the field).
+No endpoint reads or writes a file named by a client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from rnnsearch.serve.batching import Limits, Query, QueueFull
+
+log = logging.getLogger("rnnsearch")
+
+FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "saliency", "model")
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+def _integer(body: dict, key: str, default: int, low: int, high: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(422, f"{key} must be an integer from {low} to {high}", key)
+    if not low <= value <= high:
+        raise RequestError(422, f"{key} must be from {low} to {high}, got {value}", key)
+    return value
+
+
+def _sentence(value, name: str, limits: Limits) -> str:
+    if not isinstance(value, str):
+        raise RequestError(422, f"{name} must be a string, got {type(value).__name__}", name)
+    if not value.strip():
+        raise RequestError(422, f"{name} is empty", name)
+    if len(value) > limits.max_chars:
+        raise RequestError(422, f"{name} has {len(value):,} characters; the limit is {limits.max_chars:,}",
+                           name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestError(422, f"{name} is not valid Unicode (an unpaired surrogate)", name) from None
+    return value
+
+
+def loads(text: str | bytes) -> Any:
+    """json.loads, with a body nested too deep for Python's parser (a RecursionError: a 200 kB
+    body of brackets will do) a JSONDecodeError like any other malformed body, not a 500."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
+def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
+    """Validate a /translate body; raises RequestError naming the field at fault. `beams`: the
+    default beam of each loaded model by name, the first the default model."""
+    if len(raw) > limits.max_body:
+        raise RequestError(413, f"request body over {limits.max_body:,} bytes")
+    try:
+        body = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RequestError(400, "request body is not UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(body, dict):
+        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(FIELDS))
+    if unknown:
+        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})", unknown[0])
+    if ("text" in body) == ("texts" in body):
+        raise RequestError(422, "give exactly one of 'text' (a string) or 'texts' (a list of strings)",
+                           "text" if "text" in body else None)
+    if "text" in body:
+        texts, single = [_sentence(body["text"], "text", limits)], True
+    else:
+        items = body["texts"]
+        if not isinstance(items, list):
+            raise RequestError(422, f"texts must be a list of strings, got {type(items).__name__}", "texts")
+        if not items:
+            raise RequestError(422, "texts is empty", "texts")
+        if len(items) > limits.max_sentences:
+            raise RequestError(422, f"texts has {len(items)} sentences; the limit is {limits.max_sentences}",
+                               "texts")
+        texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
+    model = body.get("model", next(iter(beams)))
+    if not isinstance(model, str) or model not in beams:
+        raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, beams))}, "
+                                f"got {json.dumps(model)}", "model")
+    beam = _integer(body, "beam", beams[model], 1, limits.max_beam)
+    n_best = _integer(body, "n_best", 1, 1, beam)
+    flags = {}
+    for key in ("attention", "alignment"):
+        flags[key] = body.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise RequestError(422, f"{key} must be true or false", key)
+    flags["saliency"] = body.get("saliency", False)
+    if not (isinstance(flags["saliency"], bool) or flags["saliency"] == "mean"):
+        raise RequestError(422, "saliency must be true, false or \"mean\"", "saliency")
+    fmt = body.get("format", "text")
+    if fmt not in ("text", "html"):
+        raise RequestError(422, f"format must be \"text\" or \"html\", got {json.dumps(fmt)}", "format")
+    markup = None
+    if fmt == "html":  # the model reads the text; the tags go back around the aligned words
+        from rnnsearch.engine.decode.markup import parse
+
+        markup = [parse(t) for t in texts]
+        texts = [m.text for m in markup]
+    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"], markup, model,
+                 flags["saliency"])
+
+
+def translation_json(result, query: Query, k: int = 0) -> dict:
+    """The answer for text k of the query (`result`: its Translation, or n-best list)."""
+    best = result[0] if query.n_best > 1 else result
+    text = (lambda t: t.text) if query.markup is None else (lambda t: _marked_text(t, query.markup[k]))
+    out = {"text": text(best), "score": round(best.score, 6), "tokens": best.tokens}
+    if query.n_best > 1:
+        out["n_best"] = [{"text": text(t), "score": round(t.score, 6)} for t in result]
+    if query.attention:
+        out["attention"] = best.attention_json()
+    if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
+        out["alignment"] = _links_json(best)
+        for entry, t in zip(out.get("n_best", []), result if query.n_best > 1 else []):
+            entry["alignment"] = _links_json(t)
+    return out
+
+
+def _marked_text(t, marked) -> str:
+    """The translation with the source's tags around the words aligned to theirs (none: every tag
+    kept, placed as engine.markup.transfer places tags with no links)."""
+    from rnnsearch.engine.decode.markup import transfer
+
+    return transfer(marked, t.text, t.alignment or ())
+
+
+def _links_json(t) -> list | None:
+    links = t.alignment
+    return None if links is None else [list(link) for link in links]
+
+
+def error(status: int, message: str, field: str | None = None, headers: dict | None = None):
+    """A JSON error response: the message and the request field at fault (or null)."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message, "field": field}, status_code=status, headers=headers)
+
+
+def font_text(translator) -> str:
+    """The CJK characters of both vocabularies, which the live page embeds a font subset for."""
+    vocab_text = "".join(translator.tgt_tok.pieces(range(len(translator.tgt_tok))))
+    vocab_text += "".join(translator.src_tok.pieces(range(len(translator.src_tok))))
+    return "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
+
+
+def model_info(translator, default_beam: int, limits: Limits) -> dict:
+    """What GET /info reports: configuration, vocabulary sizes, parameters, decoding and limits."""
+    return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
+            "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
+                      "target": len(translator.tgt_tok)},
+            "parameters": translator.parameters, "device": str(translator.device),
+            "quantize": translator.quantized,
+            "decode": {"beam": default_beam, "alpha": translator.cfg.decode.alpha,
+                       "max_len_ratio": translator.cfg.decode.max_len_ratio},
+            "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
+
+
+async def read_body(request, limits: Limits) -> bytes:
+    """The request body, read with a cap (also without Content-Length, so a client cannot make
+    the server buffer more); RequestError 413 over the limit, 400 when the client went away."""
+    from starlette.requests import ClientDisconnect
+
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body:
+        raise RequestError(413, f"request body over {limits.max_body:,} bytes")
+    raw = bytearray()
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limits.max_body:
+                raise RequestError(413, f"request body over {limits.max_body:,} bytes")
+    except ClientDisconnect:
+        raise RequestError(400, "client disconnected") from None
+    return bytes(raw)
+
+
+def bearer_key(request) -> str | None:
+    """The key of an `Authorization: Bearer KEY` header (the native API's way to give one)."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return (key.strip() or None) if scheme.lower() == "bearer" else None
+
+
+async def native_translate(request, raw: bytes, models, limits: Limits, guard):
+    """POST /translate with a native body: validate, check key and rate, queue, answer."""
+    from starlette.responses import JSONResponse
+
+    from rnnsearch.serve.guard import client_address
+
+    try:
+        query = parse_request(raw, limits, {m.name: m.beam for m in models.models})
+    except RequestError as e:
+        return error(e.status, e.message, e.field)
+    served = models.by_name[query.model]
+    refusal = served.translator.saliency_refusal() if query.saliency else None
+    if refusal:  # refused before queueing: in a batch it would fail the other requests too
+        return error(422, f"model {query.model!r}: {refusal}", "saliency")
+    denial = guard.admit(bearer_key(request), client_address(request))
+    if denial is not None:
+        status = 403 if denial.kind == "key" else 429
+        headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
+        return error(status, denial.message, None, headers)
+    batcher = served.batcher
+    try:
+        results = await batcher.submit(query)
+    except QueueFull as e:
+        return error(503, str(e), headers={"Retry-After": str(e.retry_after)})
+    items = [translation_json(r, query, k) for k, r in enumerate(results)]
+    body: dict[str, Any] = {"translation": items[0]} if query.single else {}
+    body["translations"] = items
+    return JSONResponse(body)
+
+
+def page_routes(models, info: dict, page: str) -> list:
+    """The GET routes: /health (liveness and queue), /info (the models) and / (the live explorer)."""
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
+
+    async def health(request):
+        batchers = [m.batcher for m in models.models]
+        return JSONResponse({"status": "ok", "queued_sentences": sum(b.pending for b in batchers),
+                             "batches": sum(b.batches for b in batchers)})
+
+    async def get_info(request):
+        return JSONResponse(info)
+
+    async def index(request):
+        return HTMLResponse(page)
+
+    return [Route("/health", health), Route("/info", get_info), Route("/", index)]
+
+
+def exception_handlers() -> dict[type[Exception], Callable[..., Any]]:
+    """JSON answers for HTTP errors (404, 405) and for any exception a handler lets through."""
+    from starlette.exceptions import HTTPException
+
+    async def http_error(request, exc: HTTPException):
+        return error(exc.status_code, exc.detail)
+
+    async def server_error(request, exc: Exception):
+        log.exception("request failed")
+        return error(500, f"internal error: {type(exc).__name__}")
+
+    # Starlette's stub types every handler as taking a bare Exception, though it dispatches by class
+    return {HTTPException: http_error, Exception: server_error}
