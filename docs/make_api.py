@@ -1,5 +1,6 @@
-"""Writes docs/api.md, the API reference, from the docstrings of the public API, and keeps the
-line numbers of the guides' code links current.
+"""Writes docs/api.md, the API reference, from the docstrings of the public API (each entry's
+signature and the first paragraph of its docstring), and keeps the line numbers of the guides'
+code links current.
 
     python docs/make_api.py            # rewrite docs/api.md and the guides' code links
     python docs/make_api.py --check    # exit 1 if any of them is not what the code says
@@ -179,10 +180,17 @@ def markdown(doc: str, link) -> str:
     return "\n\n".join(out)
 
 
+def summary(doc: str) -> str:
+    """The docstring's first paragraph: what the entry is for. The rest (arguments, edge cases,
+    measurements) is read where the entry's "defined in" link points, so it is not said twice."""
+    return re.split(r"\n\s*\n", doc, maxsplit=1)[0]
+
+
 def render() -> str:
     names = {name for _, entries in API for _, name in entries}
     lines = ["# API reference", "",
-             "Generated from the docstrings by `python docs/make_api.py`; the code is the source. "
+             "Generated from the docstrings by `python docs/make_api.py`: each entry's signature and the "
+             "first paragraph of its docstring; the rest of the docstring is in the file it links. "
              "The command line (`rnnsearch --help`, `rnnsearch COMMAND --help`) wraps these functions.", ""]
     lines += ["Contents:", ""]
     for section, entries in API:
@@ -209,7 +217,7 @@ def render() -> str:
             if sig:
                 lines += [sig]
             doc = re.sub(r":(?:meth|func|class|attr):", "", doc)  # Sphinx roles read as plain code here
-            lines += [markdown(doc, link), ""]
+            lines += [markdown(summary(doc), link), ""]
     lines += config_keys()
     return "\n".join(lines).rstrip() + "\n"
 
