@@ -113,14 +113,17 @@ def anchor(name: str) -> str:
 
 
 def signature(obj, name: str) -> str:
+    """The call as a reader writes it: parameter names and defaults, and what it returns (the
+    parameters' types are in the definition the entry links)."""
     if inspect.ismodule(obj):
         return ""
     target = obj.__init__ if inspect.isclass(obj) and "__init__" in vars(obj) else obj
     try:
-        sig = str(inspect.signature(target))
+        full = inspect.signature(target)
     except (TypeError, ValueError):
         return ""
-    sig = re.sub(r"^\(self(, )?", "(", sig)
+    bare = [p.replace(annotation=inspect.Parameter.empty) for p in full.parameters.values()]
+    sig = re.sub(r"^\(self(, )?", "(", str(full.replace(parameters=bare)))
     return f"```python\n{name}{sig}\n```\n"
 
 
@@ -189,8 +192,8 @@ def summary(doc: str) -> str:
 def render() -> str:
     names = {name for _, entries in API for _, name in entries}
     lines = ["# API reference", "",
-             "Generated from the docstrings by `python docs/make_api.py`: each entry's signature and the "
-             "first paragraph of its docstring; the rest of the docstring is in the file it links. "
+             "Generated from the docstrings by `python docs/make_api.py`: each entry's signature (types "
+             "aside) and the first paragraph of its docstring; the rest is in the file it links. "
              "The command line (`rnnsearch --help`, `rnnsearch COMMAND --help`) wraps these functions.", ""]
     lines += ["Contents:", ""]
     for section, entries in API:
