@@ -1,5 +1,6 @@
-"""Writes docs/api.md, the API reference, from the docstrings of the public API, and keeps the
-line numbers of the guides' code links current.
+"""Writes docs/api.md, the API reference, from the docstrings of the public API (each entry's
+signature and the first paragraph of its docstring), and keeps the line numbers of the guides'
+code links current.
 
     python docs/make_api.py            # rewrite docs/api.md and the guides' code links
     python docs/make_api.py --check    # exit 1 if any of them is not what the code says
@@ -112,14 +113,17 @@ def anchor(name: str) -> str:
 
 
 def signature(obj, name: str) -> str:
+    """The call as a reader writes it: parameter names and defaults, and what it returns (the
+    parameters' types are in the definition the entry links)."""
     if inspect.ismodule(obj):
         return ""
     target = obj.__init__ if inspect.isclass(obj) and "__init__" in vars(obj) else obj
     try:
-        sig = str(inspect.signature(target))
+        full = inspect.signature(target)
     except (TypeError, ValueError):
         return ""
-    sig = re.sub(r"^\(self(, )?", "(", sig)
+    bare = [p.replace(annotation=inspect.Parameter.empty) for p in full.parameters.values()]
+    sig = re.sub(r"^\(self(, )?", "(", str(full.replace(parameters=bare)))
     return f"```python\n{name}{sig}\n```\n"
 
 
@@ -179,10 +183,17 @@ def markdown(doc: str, link) -> str:
     return "\n\n".join(out)
 
 
+def summary(doc: str) -> str:
+    """The docstring's first paragraph: what the entry is for. The rest (arguments, edge cases,
+    measurements) is read where the entry's "defined in" link points, so it is not said twice."""
+    return re.split(r"\n\s*\n", doc, maxsplit=1)[0]
+
+
 def render() -> str:
     names = {name for _, entries in API for _, name in entries}
     lines = ["# API reference", "",
-             "Generated from the docstrings by `python docs/make_api.py`; the code is the source. "
+             "Generated from the docstrings by `python docs/make_api.py`: each entry's signature (types "
+             "aside) and the first paragraph of its docstring; the rest is in the file it links. "
              "The command line (`rnnsearch --help`, `rnnsearch COMMAND --help`) wraps these functions.", ""]
     lines += ["Contents:", ""]
     for section, entries in API:
@@ -209,7 +220,7 @@ def render() -> str:
             if sig:
                 lines += [sig]
             doc = re.sub(r":(?:meth|func|class|attr):", "", doc)  # Sphinx roles read as plain code here
-            lines += [markdown(doc, link), ""]
+            lines += [markdown(summary(doc), link), ""]
     lines += config_keys()
     return "\n".join(lines).rstrip() + "\n"
 

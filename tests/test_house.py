@@ -1,5 +1,6 @@
 """The tree stays easy to carry on: imports run one way, functions fit on a screen, the docs speak
-of what the project is rather than of how it came to be, and the README's results fit on a screen."""
+of what the project is rather than of how it came to be (dated records live in docs/history/), the
+docs stay a read, and the README's results fit on a screen."""
 
 import ast
 import graphlib
@@ -13,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LONGEST_FUNCTION = 60  # lines, decorators excluded, docstring included
 HISTORY = re.compile(r"seed 00[0-9]|[A-Za-z]+ issue\b", re.I)  # "seed 004", "the Speed issue"
 SCREEN = 30  # lines
+DOCS_WORDS = 20_000  # docs/*.md outside docs/history/, counted as `wc -w` does
+DATE = re.compile(r"\b\d{4}-\d{2}\b")  # 2026-12 or 2026-12-06
 
 
 def tracked(*patterns: str) -> list[Path]:
@@ -232,3 +235,40 @@ def test_readme_results_fit_on_one_screen():
     lines = section.group(1).strip().splitlines()
     assert len(lines) <= SCREEN, f"README Results is {len(lines)} lines, more than a screen ({SCREEN})"
     assert len(re.findall(r"\]\((docs/[^)#]+)", section.group(1))) >= 3, "the section links to the docs"
+
+
+def dated_headings(paths: list[Path]) -> list[str]:
+    """`file:line heading` for each Markdown heading (outside code fences) that carries a date: a
+    dated section is a record of its day, and belongs in docs/history/."""
+    found = []
+    for path in paths:
+        fenced = False
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            elif not fenced and re.match(r"#{1,6} ", line) and DATE.search(line):
+                found.append(f"{path.name}:{n} {line}")
+    return found
+
+
+def current_docs() -> list[Path]:
+    return sorted((ROOT / "docs").glob("*.md"))  # docs/history/ is a folder below, not matched
+
+
+def test_the_docs_are_current_pages_of_a_reads_length():
+    docs = current_docs()
+    assert len(docs) >= 8
+    words = {p.name: len(p.read_text(encoding="utf-8").split()) for p in docs}
+    assert sum(words.values()) <= DOCS_WORDS, (
+        f"docs/*.md hold {sum(words.values())} words, over {DOCS_WORDS}: move dated runs to "
+        f"docs/history/ ({sorted(words.items(), key=lambda kv: -kv[1])})")
+    assert dated_headings(docs + [ROOT / "README.md", ROOT / "README.zh-CN.md"]) == []
+
+
+def test_the_date_check_finds_a_dated_heading(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Speed\n\n## Time to BLEU\n\n```sh\n# run on 2026-12-06\n```\n"
+                    "## AVX2, with int8 (2026-12-06)\n\nmeasured 2026-12-07\n### December (2026-11)\n",
+                    encoding="utf-8")
+    assert dated_headings([page]) == ["page.md:8 ## AVX2, with int8 (2026-12-06)",
+                                      "page.md:11 ### December (2026-11)"]
