@@ -1,4 +1,4 @@
-"""Run the commands README.md shows and write what they print into its "What the commands print".
+"""Run the commands docs/usage.md shows and write what they print into its "What the commands print".
 
     python docs/make_samples.py          # the full demo (about 3 minutes on 2 cores), then the rest
 
@@ -6,7 +6,7 @@ Every sample is real output: `rnnsearch demo`, then train, translate, evaluate, 
 the demo's own corpus and model, each run in a scratch folder as a user would run it (paths as
 they would type them). The demo's results.json is kept as docs/figures/demo.json, the record
 README's Results quotes. tests/test_docs.py runs the same commands with a 40-step demo and checks
-that every line the README shows still has the form the commands print today (numbers and the
+that every line the usage page shows still has the form the commands print today (numbers and the
 translations themselves may differ), so a changed log line fails the test until this script is
 rerun.
 """
@@ -25,8 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-RECORD = README.parent / "docs" / "figures" / "demo.json"  # the demo's results.json, for README's Results
+USAGE = Path(__file__).resolve().parent / "usage.md"
+RECORD = USAGE.parent / "figures" / "demo.json"  # the demo's results.json, for README's Results
 BEGIN, END = "<!-- samples: begin (python docs/make_samples.py) -->", "<!-- samples: end -->"
 SENTENCE = "i ate an apple yesterday ."
 
@@ -140,24 +140,23 @@ def run_samples(work: Path, demo_steps: int = 0, port: int = 0) -> list[tuple[st
 
 
 def render(samples: list[tuple[str, list[str]]], when: str) -> str:
-    """The README section between BEGIN and END."""
-    parts = [BEGIN, "", f"Real output, {when}; `python docs/make_samples.py` reruns every command "
-             "and rewrites this section (tests/test_docs.py fails when a line here no longer has "
-             "the form the command prints). Log lines go to standard error, results to standard "
-             "output.", ""]
+    """The usage page's section between BEGIN and END."""
+    parts = [BEGIN, "", f"Real output, {when}, written by `python docs/make_samples.py`; "
+             "tests/test_docs.py fails when a line no longer has the form the command prints. "
+             "Log lines go to standard error, results to standard output.", ""]
     for command, lines in samples:
         parts += ["```text", f"$ {command}", *lines, "```"]
     return "\n".join(parts + ["", END])
 
 
-def section(readme: str) -> str:
-    start, end = readme.index(BEGIN), readme.index(END) + len(END)
-    return readme[start:end]
+def section(page: str) -> str:
+    start, end = page.index(BEGIN), page.index(END) + len(END)
+    return page[start:end]
 
 
-def shown(readme: str) -> list[tuple[str, list[str]]]:
-    """[(command, lines)] of the README's sample blocks."""
-    blocks = re.findall(r"```text\n\$ (.*?)\n(.*?)```", section(readme), re.S)
+def shown(page: str) -> list[tuple[str, list[str]]]:
+    """[(command, lines)] of the usage page's sample blocks."""
+    blocks = re.findall(r"```text\n\$ (.*?)\n(.*?)```", section(page), re.S)
     return [(cmd, body.splitlines()) for cmd, body in blocks]
 
 
@@ -183,9 +182,9 @@ def main() -> None:
         demo = json.loads((Path(tmp) / "rnnsearch-demo" / "results.json").read_text(encoding="utf-8"))
     demo = {"command": "rnnsearch demo", "machine": when, **demo}
     RECORD.write_text(json.dumps(demo, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    readme = README.read_text(encoding="utf-8")
-    README.write_text(readme.replace(section(readme), render(samples, when)), encoding="utf-8")
-    print(f"wrote {README} and {RECORD}")
+    page = USAGE.read_text(encoding="utf-8")
+    USAGE.write_text(page.replace(section(page), render(samples, when)), encoding="utf-8")
+    print(f"wrote {USAGE} and {RECORD}")
 
 
 if __name__ == "__main__":

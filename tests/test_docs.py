@@ -229,14 +229,14 @@ def samples_module():
     return runpy.run_path(str(ROOT / "docs" / "make_samples.py"))
 
 
-def test_the_readme_samples_have_the_form_the_commands_print(tmp_path):
-    """README's "What the commands print" is real output of docs/make_samples.py; the same commands,
-    run now with a 40-step demo, must still print every shown line in the same form (numbers,
-    translations and the demo's verdict aside)."""
+def test_the_usage_samples_have_the_form_the_commands_print(tmp_path):
+    """docs/usage.md's "What the commands print" is real output of docs/make_samples.py; the same
+    commands, run now with a 40-step demo, must still print every shown line in the same form
+    (numbers, translations and the demo's verdict aside)."""
     pytest.importorskip("uvicorn", reason="the serve sample needs the [serve] extra")
     ms = samples_module()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    shown, fresh = ms["shown"](readme), ms["run_samples"](tmp_path, demo_steps=40)
+    page = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    shown, fresh = ms["shown"](page), ms["run_samples"](tmp_path, demo_steps=40)
     form = ms["form"]
     assert [form(c) for c, _ in shown] == [form(c) for c, _ in fresh], "rerun python docs/make_samples.py"
     for (command, lines), (_, now) in zip(shown, fresh):
