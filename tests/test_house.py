@@ -86,11 +86,11 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
 LAYERS = [
     ("rnnsearch.config", "rnnsearch.io"),
     ("rnnsearch.nn",),
-    ("rnnsearch.engine.data.parallel", "rnnsearch.engine.checkpoint", "rnnsearch.engine.distributed",
+    ("rnnsearch.engine.data", "rnnsearch.engine.checkpoint", "rnnsearch.engine.distributed",
      "rnnsearch.engine.precision"),
     ("rnnsearch.engine.align",),
     ("rnnsearch.engine.decode",),
-    ("rnnsearch.engine.train.trainer", "rnnsearch.engine"),
+    ("rnnsearch.engine.train", "rnnsearch.engine"),
     ("rnnsearch.tools",),
     ("rnnsearch.serve",),
     ("rnnsearch.cli", "rnnsearch.__main__", "rnnsearch"),
