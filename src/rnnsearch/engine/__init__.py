@@ -13,8 +13,10 @@
     alignment.py    attention as word alignment: links, symmetrisation, AER
     aligner.py      eflomal on the training corpus: links per pair at the model's pieces, a lexicon
     markup.py       inline tags carried across a translation by its word alignment
-    train.py        the training loop (Trainer)
-    agreement.py    AgreementTrainer: both directions trained together to agree on attention
+    objective.py    the training objective: the NLL, and LossTerm, the terms a run adds to it
+    train.py        the training loop (Trainer), one for every kind of run
+    guided.py       GuidedAlignment: the term that teaches the attention given word links
+    agreement.py    Agreement: the term that trains both directions to agree on attention
 
 Imports run downwards only: engine/ uses nn/ and the root modules, never tools/.
 """
