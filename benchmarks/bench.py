@@ -59,7 +59,8 @@ from rnnsearch.engine.data import (
     read_parallel,
     target_tokens,
 )
-from rnnsearch.engine.train import batch_loss, make_optimizer
+from rnnsearch.engine.objective import batch_loss
+from rnnsearch.engine.train import make_optimizer
 from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import build_tokenizers, load_tokenizers, save_tokenizers
 from rnnsearch.nn.model import build_model

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from conftest import random_batch, tiny_model
 from test_model import teacher_inputs
 
-from rnnsearch.engine.train import sequence_loss
+from rnnsearch.engine.objective import sequence_loss
 from rnnsearch.engine.vocab import PAD
 
 

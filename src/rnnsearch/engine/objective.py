@@ -89,12 +89,11 @@ def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> fl
 @dataclass
 class Update:
     """What one update knows of its batch, for the terms to read: the global batch's pairs as
-    drawn (`pairs`) and with word dropout (`examples`), their target tokens (`tokens`), this
-    rank's share of them (`mine`), collated (`batch`), and where the batch is in the run (`epoch`
-    None: outside an epoch, no word dropout)."""
+    drawn (`pairs`, before word dropout), the target tokens of the global batch trained on
+    (`tokens`), this rank's share of it (`mine`), collated (`batch`), and where the batch is in
+    the run (`epoch` None: outside an epoch, no word dropout)."""
 
     pairs: list[Example]
-    examples: list[Example]
     tokens: int
     mine: list[Example]
     batch: Batch

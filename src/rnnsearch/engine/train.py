@@ -667,7 +667,7 @@ class Trainer:
         examples = pairs if epoch is None else self.word_dropout(pairs, epoch, pos)
         n_tok = target_tokens(examples)  # the global batch's, before sharding
         batch, mine, real = self.shard(examples)
-        update = Update(pairs, examples, n_tok, mine, batch, epoch, pos)
+        update = Update(pairs, n_tok, mine, batch, epoch, pos)
         inputs = [term.inputs(self, update) for term in self.terms]
         kwargs = {k: v for args, _ in inputs for k, v in args.items()}
         with self.autocast:
@@ -682,12 +682,12 @@ class Trainer:
             sums.update({k: (v.detach() * real, n) for k, (v, n) in part.sums.items()})
         return Step(n_tok, grad_norm, sums, {k: v for part in parts for k, v in part.values.items()})
 
-    def update(self, objective: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
-        """Backward from `objective`, clipping and the optimizer step, counted in the state; the
-        gradient norm before clipping, or None when the update is skipped."""
+    def update(self, total: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
+        """Backward from `total` (the batch's `objective`), clipping and the optimizer step, counted
+        in the state; the gradient norm before clipping, or None when the update is skipped."""
         t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(objective).backward()
+        self.scaler.scale(total).backward()
         self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), t.clip_norm or float("inf"))
         if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
