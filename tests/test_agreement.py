@@ -15,13 +15,7 @@ from safetensors.torch import load_file
 from rnnsearch import train
 from rnnsearch.config import ConfigError, ModelConfig
 from rnnsearch.engine.data.parallel import Example, collate
-from rnnsearch.engine.train.agreement import (
-    AgreementState,
-    AgreementTrainer,
-    Pair,
-    disagreement,
-    reverse_examples,
-)
+from rnnsearch.engine.train.agreement import Agreement, Pair, disagreement, reverse_examples
 from rnnsearch.nn.model import build_model
 
 
@@ -83,7 +77,7 @@ def test_disagreement_gradient_reaches_both_models_and_can_be_minimised(kind):
     batch, back = batches(examples)
 
     def delta():
-        _, alpha, _, beta = pair(batch, back)
+        _, alpha, _, beta = pair(batch.src, batch.src_mask, batch.tgt_in, reverse=back)
         return disagreement(alpha, beta, batch, back, kind)
 
     delta().backward()
@@ -183,23 +177,47 @@ def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path
         assert all(i < len(s.split()) and j < len(s.split()) for i, j in links)
 
 
-def test_a_joint_run_stops_on_the_validation_loss_of_both_directions():
+def test_a_joint_run_stops_on_the_validation_loss_of_both_directions(tmp_path):
     from rnnsearch.config import TrainConfig
+    from rnnsearch.engine.train.trainer import TrainState
 
     t = TrainConfig(stop_valid_loss=0.01)
-    state = AgreementState(lr=1.0)
-    state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.4}, t)
-    assert state.stop_reason(t) is None  # the reverse model has not learned the task yet
-    state.after_validation({"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": 0.008}, t)
+    term = Agreement(toy_config(tmp_path, "joint", agreement=1.0))
+    state = TrainState(lr=1.0, terms=dict(term.state))
+    for reverse_loss, stops in ((0.4, False), (0.008, True)):  # first, the reverse model has not learned it
+        record = {"valid_loss": 0.005, "valid_bleu": 1.0, "reverse_valid_loss": reverse_loss}
+        state.after_validation(record, t)
+        assert term.judge(state, record) == [True]  # the reverse model's best yet, each time
+        assert (state.stop_reason(t) is not None) == stops
     assert "0.008 <= stop_valid_loss=0.01" in state.stop_reason(t)
+    assert state.terms == {"reverse_valid_loss": 0.008, "reverse_best": 0.008}
 
 
-def test_the_plain_entry_point_refuses_a_joint_run(tmp_path):
-    from rnnsearch.engine.train.trainer import train as train_one
+def test_guided_alignment_and_agreement_are_refused_together_by_one_rule(tmp_path):
+    from rnnsearch.config import config_from_dict, load_config
+    from rnnsearch.engine.train.guided import GuidedAlignment
+    from rnnsearch.engine.train.trainer import loss_terms
 
-    with pytest.raises(ConfigError, match="train.agreement: trains a pair of models"):
-        train_one(toy_config(tmp_path, "joint", agreement=1.0))
-    assert not (tmp_path / "joint").exists()
+    raw = toy_config(tmp_path, "both").to_dict()
+    raw["train"].update(agreement=1.0, guided_alignment="auto")
+    with pytest.raises(ConfigError, match="train.guided_alignment: does not combine with train.agreement"):
+        config_from_dict(raw)
+    with pytest.raises(ConfigError, match="does not combine with train.agreement"):  # before any training
+        train(load_config(None, [f"model_dir={tmp_path / 'cli'}", "train.agreement=1",
+                                 "train.guided_alignment=auto"]))
+    assert not (tmp_path / "cli").exists()
+    raw["train"]["agreement"] = 0.0  # each alone is one term of the one Trainer
+    assert [type(t) for t in loss_terms(config_from_dict(raw))] == [GuidedAlignment]
+    raw["train"].update(agreement=1.0, guided_alignment=None)
+    assert [type(t) for t in loss_terms(config_from_dict(raw))] == [Agreement]
+
+
+def test_the_one_entry_point_trains_the_pair(tmp_path):
+    from rnnsearch.engine.train import trainer as training
+
+    assert train is training.train  # rnnsearch.train is the engine's one train()
+    model_dir = training.train(toy_config(tmp_path, "joint", max_epochs=0, max_steps=2, agreement=1.0))
+    assert (model_dir / "reverse" / "last.safetensors").exists()
 
 
 def test_a_joint_run_saved_with_the_former_state_keys_resumes(tmp_path):
@@ -218,9 +236,11 @@ def test_a_joint_run_saved_with_the_former_state_keys_resumes(tmp_path):
     save_file(load_file(str(path)), str(path), metadata={"state": json.dumps(state)})
     reverse_best = load_file(str(model_dir / "reverse" / "model.safetensors"))
     cfg.train.max_steps = 4
-    trainer = AgreementTrainer(cfg, resume=True)
+    from rnnsearch.engine.train.trainer import Trainer
+
+    trainer = Trainer(cfg, resume=True)
     assert (trainer.state.step, trainer.state.bad_validations_since_lr_decay) == (2, 1)
-    assert (trainer.state.reverse_valid_loss, trainer.state.reverse_best) == (0.5, 0.25)
+    assert trainer.state.terms == {"reverse_valid_loss": 0.5, "reverse_best": 0.25}
     trainer.run()
     saved = json.loads((model_dir / "train_state.json").read_text())
     assert saved["step"] == 4 and saved["reverse_best"] == 0.25 and "lr_bad" not in saved

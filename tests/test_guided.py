@@ -180,10 +180,6 @@ def test_the_settings_are_checked_and_a_bad_file_leaves_no_model_directory(tmp_p
                "data": {**raw["data"], **data}}
         with pytest.raises(ConfigError, match=message):
             config_from_dict(bad)
-    from rnnsearch.engine.train.trainer import train as train_one
-
-    with pytest.raises(ConfigError, match="rnnsearch.train runs it"):
-        train_one(toy_config(tmp_path, guided_alignment="auto"))
     lines = Path(base.data.train_src).read_text(encoding="utf-8").splitlines()
     (tmp_path / "short.txt").write_text("0-0\n" * (len(lines) - 5), encoding="utf-8")
     with pytest.raises(DataError, match="short.txt: 1195 lines"):

@@ -7,7 +7,7 @@ from conftest import random_batch, tiny_model
 from test_model import teacher_inputs
 
 from rnnsearch.engine.data.vocab import PAD
-from rnnsearch.engine.train.trainer import sequence_loss
+from rnnsearch.engine.train.objective import sequence_loss
 
 
 def padded_targets(seed=0):

@@ -236,9 +236,10 @@ def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
 
     trainer = Trainer(toy_config(tmp_path, "steps", max_steps=3))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    examples = trainer.batch_examples(list(range(16)), epoch=0, pos=0)
-    step = trainer.train_step(examples)
-    assert step is not None and trainer.state.step == 1 and step.tokens == target_tokens(examples)
+    pairs = trainer.train_data.examples_at(list(range(16)))
+    step = trainer.train_step(pairs, epoch=0, pos=0)
+    assert step is not None and trainer.state.step == 1 and step.tokens == target_tokens(pairs)
+    assert step.sums["loss"][1] == step.tokens and float(step.sums["loss"][0]) > 0
     after = trainer.model.state_dict()
     assert step.grad_norm > 0 and any(not torch.equal(before[k], after[k]) for k in before)
     record: dict = {}
@@ -252,6 +253,41 @@ def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
     saved = load_train_state(model_dir, trainer.model, trainer.optimizer)
     assert TrainState.restored(saved, lr=0.0) == trainer.state
     assert json.loads((model_dir / "log.jsonl").read_text().splitlines()[-1])["kind"] == "valid"
+
+
+def test_a_loss_terms_named_sums_and_values_reach_the_log(tmp_path):
+    """A term's sums are logged as means over their own tokens, after the loop's keys, its values
+    as they are, its validation scores in the validation records; one that adds nothing to the
+    objective leaves the weights bitwise those of a plain run."""
+    from rnnsearch.engine.train.objective import LossTerm, Part
+    from rnnsearch.engine.train.trainer import Trainer
+
+    class Probe(LossTerm):
+        def loss(self, trainer, update, out, inputs):
+            n = float(update.tokens)  # per target token: 1; per sentence: the mean target length
+            return Part(sums={"probe": (torch.tensor(n), update.tokens),
+                              "probe_per_pair": (torch.tensor(n), len(update.pairs))},
+                        values={"probe_step": float(trainer.state.step)})
+
+        def validation_scores(self, trainer):
+            return {"probe_valid": 0.25}
+
+    kw = dict(max_epochs=0, max_steps=12, log_every=4, valid_every=6)
+    plain = train(toy_config(tmp_path, "plain", **kw))
+    probed = Trainer(toy_config(tmp_path, "probed", **kw), terms=[Probe()]).run()
+    a, b = (load_file(str(d / "last.safetensors")) for d in (plain, probed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    records = [json.loads(x) for x in (probed / "log.jsonl").read_text().splitlines()]
+    lines = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in lines] == [4, 8, 12]
+    for r in lines:
+        assert list(r)[-3:] == ["probe", "probe_per_pair", "probe_step"] and list(r)[-4] == "precision"
+        assert r["probe"] == 1.0 and r["probe_step"] == r["step"] - 1  # the value before the last update
+        assert r["probe_per_pair"] > 1.0  # target tokens per pair: more than one
+    validations = [r for r in records if "valid_loss" in r]
+    assert len(validations) >= 2 and all(r["probe_valid"] == 0.25 for r in validations)
+    plain_lines = [json.loads(x) for x in (plain / "log.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in plain_lines if r["kind"] == "train"] == [r["loss"] for r in lines]
 
 
 def run_cli(*args, stdin=None):

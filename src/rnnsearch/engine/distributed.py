@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
+
+from rnnsearch.io import DataError
 
 
 @dataclass
@@ -86,6 +89,22 @@ def broadcast(obj: Any, ctx: Context) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def on_main_rank(ctx: Context, work: Callable[[], Any]) -> Any:
+    """`work()` on rank 0, its result on every rank; a DataError it raises is raised on every rank
+    with the same message, so that no rank waits for one that has stopped."""
+    result: Any = None
+    error: Optional[DataError] = None
+    if ctx.main:
+        try:
+            result = work()
+        except DataError as e:
+            error = e
+    result, error = broadcast((result, error), ctx)
+    if error is not None:
+        raise error
+    return result
 
 
 def barrier(ctx: Context) -> None:

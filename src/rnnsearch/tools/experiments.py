@@ -184,7 +184,7 @@ def _train_pool(models: dict[Path, dict], jobs: int) -> dict[Path, float]:
     """Train (or resume) every pool model not yet finished: in this process one after another, or
     with ``jobs`` > 1 as that many ``rnnsearch train`` processes at once (each model's output in
     models/NAME.log). Returns the seconds each spent training in this call."""
-    from rnnsearch import train  # an experiment may set train.agreement: rnnsearch.train picks its trainer
+    from rnnsearch.engine.train.trainer import train
 
     todo = {d: raw for d, raw in models.items() if not (d / "DONE").exists()}
     seconds = {d: 0.0 for d in models}

@@ -14,34 +14,23 @@ the same word pairs as α→. Δ is summed over the target words of the batch (t
     mul   −Σ_i log Σ_j α→_ij α←_ji           their "multiplication", the log taken per target
                                              word here: each y_i must agree, not only the sum
 
-`AgreementTrainer` is engine/train/trainer.py's loop over the pair: it saves the target→source model in
-<model_dir>/reverse, which `rnnsearch align --model DIR --reverse-model DIR/reverse` reads to
-symmetrise both directions' attention. `rnnsearch.train` picks it when train.agreement is set.
+`Agreement` is the term engine/train/trainer.py's Trainer adds with train.agreement: it saves the
+target→source model in <model_dir>/reverse, which `rnnsearch align --model DIR --reverse-model
+DIR/reverse` reads to symmetrise both directions' attention.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
-from rnnsearch.config import Config, TrainConfig, config_from_dict
-from rnnsearch.engine import distributed
-from rnnsearch.engine.data.parallel import Batch, Example, ParallelData, collate, target_tokens
+from rnnsearch.config import Config, config_from_dict
+from rnnsearch.engine.data.parallel import Batch, Example, ParallelData, target_tokens
 from rnnsearch.engine.data.vocab import save_tokenizers
-from rnnsearch.engine.train.trainer import (
-    Step,
-    Trainer,
-    TrainState,
-    Validation,
-    Window,
-    evaluate_loss,
-    packed_loss,
-)
+from rnnsearch.engine.train.objective import LossTerm, Part, Update, evaluate_loss, packed_loss
 from rnnsearch.nn.model import build_model
 
 log = logging.getLogger("rnnsearch")
@@ -83,23 +72,15 @@ class Pair(torch.nn.Module):
         super().__init__()
         self.model, self.reverse = model, reverse
 
-    def forward(self, batch: Batch, reverse_batch: Batch):
-        """Teacher-forced packed logits and attention of both directions:
-        (forward logits, α→, reverse logits, α←)."""
-        logits, alpha = self.model(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-        back, beta = self.reverse(reverse_batch.src, reverse_batch.src_mask, reverse_batch.tgt_in,
-                                  log_probs=False, packed=True)
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor, *, reverse: Batch,
+                log_probs: bool = False, packed: bool = True):
+        """Teacher-forced logits and attention of both directions, source→target on (src, src_mask,
+        tgt_in) and target→source on `reverse`, the same pairs reversed, as the model's forward
+        gives them: (forward logits, α→, reverse logits, α←)."""
+        logits, alpha = self.model(src, src_mask, tgt_in, log_probs=log_probs, packed=packed)
+        back, beta = self.reverse(reverse.src, reverse.src_mask, reverse.tgt_in, log_probs=log_probs,
+                                  packed=packed)
         return logits, alpha, back, beta
-
-
-def pair_loss(net: torch.nn.Module, batch: Batch, reverse_batch: Batch, label_smoothing: float = 0.0,
-              kind: str = "mul") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The summed loss of each direction, source→target on `batch` and target→source on
-    `reverse_batch` (the same pairs reversed), and Δ, their attentions' disagreement, summed over
-    the target words. `net`: a Pair (or DistributedDataParallel around one)."""
-    logits, alpha, back, beta = net(batch, reverse_batch)
-    return (packed_loss(logits, batch, label_smoothing), packed_loss(back, reverse_batch, label_smoothing),
-            disagreement(alpha, beta, batch, reverse_batch, kind))
 
 
 REVERSE = "reverse"  # the target→source model: <model_dir>/reverse
@@ -117,144 +98,72 @@ def reverse_config(cfg: Config) -> Config:
     return config_from_dict(raw, source=f"{raw['model_dir']}/config.json")
 
 
-@dataclass
-class AgreementState(TrainState):
-    """TrainState with the reverse model's validation: saved and restored with the rest."""
+class Agreement(LossTerm):
+    """The agreement term: the target→source model, trained beside the run's on the same batches
+    (each direction with its own word dropout) by one optimizer (and under torchrun one
+    DistributedDataParallel) over their Pair, J above per target token; saved in <model_dir>/reverse,
+    validated by its own loss (reverse_valid_loss), its best weights kept by it too. The log line
+    reports the reverse model's NLL per its target token (reverse_loss) and Δ per target token
+    (disagreement)."""
 
-    reverse_valid_loss: Optional[float] = None
-    reverse_best: Optional[float] = None  # its lowest validation loss, that of its best weights
+    state = {"reverse_valid_loss": None, "reverse_best": None}  # reverse_best: its lowest validation loss
 
-    def validation_outcome(self) -> dict:
-        return {**super().validation_outcome(), "reverse_valid_loss": self.reverse_valid_loss,
-                "reverse_best": self.reverse_best}
+    def __init__(self, cfg: Config):
+        self.t = cfg.train
+        self.reverse_valid: Optional[ParallelData] = None
 
-    def judge(self, record: dict, t: TrainConfig) -> list[bool]:
-        return [*super().judge(record, t), self.reverse_improved()]
+    def setup(self, trainer: Any) -> None:
+        """The reverse model (and on a fresh run its directory: tokenizers, config.json), its
+        validation data and the Pair the optimizer updates."""
+        cfg, reverse_dir = trainer.cfg, trainer.model_dir / REVERSE
+        if trainer.resume:
+            for stale in reverse_dir.glob(".*.tmp"):  # of a killed run
+                stale.unlink()
+        elif trainer.ctx.main:  # the reverse model reads the target side with the target's tokenizer
+            reverse_dir.mkdir(exist_ok=True)
+            save_tokenizers(reverse_dir, cfg.vocab, trainer.tgt_tok, trainer.src_tok)
+            reverse_config(cfg).save(reverse_dir / "config.json")
+        self.reverse = build_model(cfg.model, len(trainer.tgt_tok), len(trainer.src_tok)).to(trainer.device)
+        trainer.trained = Pair(trainer.model, self.reverse)
+        if trainer.valid is not None:
+            self.reverse_valid = ParallelData(reverse_examples(trainer.valid.data.examples))
+        trainer.models.append(self.reverse)
+        trainer.model_dirs.append(reverse_dir)
+        log.info("agreement-based joint training (λ=%g, %s): the target→source model is %s",
+                 self.t.agreement, self.t.agreement_loss, reverse_dir)
 
-    def after_validation(self, record: dict, t: TrainConfig) -> bool:
-        self.reverse_valid_loss = record.get("reverse_valid_loss")
-        return super().after_validation(record, t)
+    def inputs(self, trainer: Any, update: Update) -> tuple[dict[str, Any], Any]:
+        """The same pairs reversed, with a word dropout of their own, this rank's share collated."""
+        reverse = reverse_examples(update.pairs)
+        if update.epoch is not None:
+            reverse = trainer.word_dropout(reverse, update.epoch, update.pos, stream="reverse")
+        batch = trainer.shard(reverse)[0]
+        return {"reverse": batch}, (batch, target_tokens(reverse))
 
-    def reverse_improved(self) -> bool:
+    def loss(self, trainer: Any, update: Update, out: tuple, inputs: Any) -> Part:
+        reverse_batch, reverse_tokens = inputs
+        _, alpha, back, beta = out
+        back = packed_loss(back, reverse_batch, self.t.label_smoothing)
+        delta = disagreement(alpha, beta, update.batch, reverse_batch, self.t.agreement_loss)
+        return Part(added=self.t.agreement * delta, own=(back, reverse_tokens),
+                    sums={"reverse_loss": (back, reverse_tokens), "disagreement": (delta, update.tokens)})
+
+    def validation_scores(self, trainer: Any) -> dict[str, float]:
+        """The reverse model's validation loss."""
+        if self.reverse_valid is None:
+            return {}
+        scores = {"reverse_valid_loss": evaluate_loss(self.reverse, self.reverse_valid, trainer.device)}
+        self.reverse.train()
+        return scores
+
+    def judge(self, state: Any, record: dict) -> list[bool]:
         """Whether the reverse model's validation loss just measured is its best yet. It is judged
         by its own loss, not by the forward model's score: the two directions peak at different
         validations, and a forward model whose BLEU has levelled off would otherwise freeze the
         reverse model's best weights at an early, poor point."""
-        loss = self.reverse_valid_loss
-        if loss is None or (self.reverse_best is not None and loss >= self.reverse_best):
-            return False
-        self.reverse_best = loss
-        return True
-
-    def stopping_loss(self) -> Optional[float]:
-        """The higher of the two directions' validation losses: both must reach stop_valid_loss."""
-        losses = [x for x in (self.valid_loss, self.reverse_valid_loss) if x is not None]
-        return max(losses) if losses else None
-
-
-@dataclass
-class AgreementStep(Step):
-    """A Step with the reverse model's summed loss and target tokens, and the summed Δ."""
-
-    reverse_loss: torch.Tensor
-    reverse_tokens: int
-    disagreement: torch.Tensor
-
-
-class AgreementWindow(Window):
-    """A Window that also sums the reverse model's loss and tokens, and Δ."""
-
-    def reset(self) -> None:
-        super().reset()
-        self.reverse_loss: torch.Tensor | float = 0.0
-        self.reverse_tokens = 0
-        self.disagreement: torch.Tensor | float = 0.0
-
-    def add(self, step: Step) -> None:
-        super().add(step)
-        assert isinstance(step, AgreementStep)  # what AgreementTrainer.train_step returns
-        self.reverse_loss = self.reverse_loss + step.reverse_loss
-        self.reverse_tokens += step.reverse_tokens
-        self.disagreement = self.disagreement + step.disagreement
-
-    def sums(self) -> list[float]:
-        return [*super().sums(), float(self.reverse_loss), float(self.disagreement)]
-
-    def extra_means(self, sums: list[float]) -> dict[str, float]:
-        # per target token, like the loss (the reverse model's target tokens are the source side's)
-        return {"reverse_loss": sums[1] / max(self.reverse_tokens, 1),
-                "disagreement": sums[2] / max(self.tokens, 1)}
-
-
-class AgreementTrainer(Trainer):
-    """Trainer of the pair: both directions on the same batches, one optimizer (and under torchrun
-    one DistributedDataParallel) over their Pair; the objective J above, per target token."""
-
-    state_class = AgreementState
-    state: AgreementState
-
-    def prepare_model_dir(self, cfg: Config, resume: bool) -> Config:
-        cfg = super().prepare_model_dir(cfg, resume)
-        if resume:
-            for stale in (Path(cfg.model_dir) / REVERSE).glob(".*.tmp"):  # of a killed run
-                stale.unlink()
-        return cfg
-
-    def write_tokenizers(self, tokenizers: tuple) -> None:
-        """Also <model_dir>/reverse's: the reverse model reads the target side with the target's
-        tokenizer. Its config.json lets every command load it."""
-        super().write_tokenizers(tokenizers)
-        (self.model_dir / REVERSE).mkdir(exist_ok=True)
-        save_tokenizers(self.model_dir / REVERSE, self.cfg.vocab, *tokenizers[::-1])
-        reverse_config(self.cfg).save(self.model_dir / REVERSE / "config.json")
-
-    def build_models(self) -> None:
-        """The model, then the reverse model, its validation data and the Pair the optimizer updates."""
-        super().build_models()
-        cfg = self.cfg
-        self.reverse_model = build_model(cfg.model, len(self.tgt_tok), len(self.src_tok)).to(self.device)
-        self.trained = Pair(self.model, self.reverse_model)
-        self.reverse_valid: Optional[ParallelData] = None
-        if self.valid is not None:
-            self.reverse_valid = ParallelData(reverse_examples(self.valid.data.examples))
-        self.models.append(self.reverse_model)
-        self.model_dirs.append(self.model_dir / REVERSE)
-        log.info("agreement-based joint training (λ=%g, %s): the target→source model is %s",
-                 cfg.train.agreement, cfg.train.agreement_loss, self.model_dir / REVERSE)
-
-    def new_window(self) -> Window:
-        return AgreementWindow()
-
-    def train_batch(self, batch: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
-        """`train_step` on the batch and on the same pairs reversed, each with its own word dropout."""
-        reverse = reverse_examples(self.train_data.examples_at(batch))
-        return self.train_step(self.batch_examples(batch, epoch, pos),
-                               self.word_dropout(reverse, epoch, pos, stream="reverse"))
-
-    def train_step(self, examples: list, reverse: Optional[list] = None) -> Optional[Step]:
-        """One update of the pair: `examples` source→target and `reverse` (default: `examples`
-        reversed, right where there is no word dropout) target→source."""
-        t = self.cfg.train
-        n_tok = target_tokens(examples)  # the global batch's, before sharding
-        mine, real = distributed.shard(examples, self.ctx)
-        batch = collate(mine).to(self.device)
-        share = self.ctx.world * real  # as in Trainer.train_step
-        reverse = reverse_examples(examples) if reverse is None else reverse
-        n_back = target_tokens(reverse)
-        reverse_batch = collate(distributed.shard(reverse, self.ctx)[0]).to(self.device)
-        with self.autocast:
-            loss, back, delta = pair_loss(self.net, batch, reverse_batch, t.label_smoothing, t.agreement_loss)
-        objective = (loss + t.agreement * delta) * share / n_tok + back * share / n_back
-        grad_norm = self.update(objective, loss, n_tok)
-        if grad_norm is None:
-            return None
-        return AgreementStep(loss.detach() * real, n_tok, grad_norm, back.detach() * real, n_back,
-                             delta.detach() * real)
-
-    def validation_scores(self, valid: Validation) -> dict:
-        """Also the reverse model's validation loss."""
-        scores = super().validation_scores(valid)
-        if self.reverse_valid is not None:
-            scores["reverse_valid_loss"] = evaluate_loss(self.reverse_model, self.reverse_valid, self.device)
-            self.reverse_model.train()
-        return scores
+        terms = state.terms
+        loss = terms["reverse_valid_loss"] = record.get("reverse_valid_loss")
+        if loss is None or (terms["reverse_best"] is not None and loss >= terms["reverse_best"]):
+            return [False]
+        terms["reverse_best"] = loss
+        return [True]

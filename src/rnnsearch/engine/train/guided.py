@@ -33,17 +33,16 @@ Both index the split's tokens exactly, source reversed where data.reverse_source
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from rnnsearch.engine import distributed
+from rnnsearch.config import Config
 from rnnsearch.engine.align.eflomal import Alignment, align_prepared, links_from_file, open_alignment
-from rnnsearch.engine.data.parallel import Example, collate, target_tokens
 from rnnsearch.engine.data.prepared import PreparedData
-from rnnsearch.engine.train.trainer import Step, Trainer, Window, on_main_rank, packed_loss
+from rnnsearch.engine.distributed import on_main_rank
+from rnnsearch.engine.train.objective import LossTerm, Part, Update
 from rnnsearch.io import DataError
 
 log = logging.getLogger("rnnsearch")
@@ -92,74 +91,42 @@ def training_links(source: str, data: PreparedData, src_tok: Any, tgt_tok: Any) 
     return links_from_file(data, src_tok, tgt_tok, source)
 
 
-@dataclass
-class GuidedStep(Step):
-    """A Step with the summed guided-alignment loss and the weight it was taken with."""
+class GuidedAlignment(LossTerm):
+    """The guided-alignment term: rank 0 finds or makes the training pairs' token links, every
+    rank maps them, and each update adds w_t · G (per target token, like the NLL) to the objective;
+    the log line reports G per target token (guided_loss) and w_t (guided_weight)."""
 
-    guided: torch.Tensor
-    weight: float
+    def __init__(self, cfg: Config):
+        self.t, self.head = cfg.train, cfg.model.alignment_head  # head: guide its β, not the attention
+        self.alignment: Optional[Alignment] = None
 
-
-class GuidedWindow(Window):
-    """A Window that also sums the guided-alignment loss."""
-
-    def reset(self) -> None:
-        super().reset()
-        self.guided: torch.Tensor | float = 0.0
-        self.weight = 0.0
-
-    def add(self, step: Step) -> None:
-        super().add(step)
-        assert isinstance(step, GuidedStep)  # what GuidedTrainer.train_step returns
-        self.guided = self.guided + step.guided
-        self.weight = step.weight
-
-    def sums(self) -> list[float]:
-        return [*super().sums(), float(self.guided)]
-
-    def extra_means(self, sums: list[float]) -> dict[str, float]:
-        # per target token, like the loss
-        return {"guided_loss": sums[1] / max(self.tokens, 1), "guided_weight": self.weight}
-
-
-class GuidedTrainer(Trainer):
-    """Trainer with the guided-alignment term: rank 0 finds or makes the training pairs' token
-    links, every rank maps them, and each step adds w_t · G to the NLL."""
-
-    def load_extra(self, train: Any, src_tok: Any, tgt_tok: Any) -> None:
-        t = self.cfg.train
+    def setup(self, trainer: Any) -> None:
+        """The links of the training pairs (train.guided_alignment): made or read by rank 0, mapped
+        by every rank; a bad links file stops every rank with one message."""
+        t, train = self.t, trainer.train_data
         source = t.guided_alignment
         assert source and isinstance(train, PreparedData)  # config validation requires both
-        path = on_main_rank(self.ctx, lambda: training_links(source, train, src_tok, tgt_tok).path)
+        path = on_main_rank(trainer.ctx, lambda: training_links(source, train, trainer.src_tok,
+                                                                trainer.tgt_tok).path)
         self.alignment = open_alignment(path)
         if len(self.alignment) != len(train):
             raise DataError(f"{path}: links of {len(self.alignment)} pairs, the split has {len(train)}")
         log.info("guided alignment (%s, weight %g, %s): links from %s", t.guided_alignment_loss,
-                 t.guided_alignment_weight, "the alignment head" if self.cfg.model.alignment_head
+                 t.guided_alignment_weight, "the alignment head" if self.head
                  else f"attention, shift {t.guided_alignment_shift}", path)
 
-    def new_window(self) -> Window:
-        return GuidedWindow()
+    def inputs(self, trainer: Any, update: Update) -> tuple[dict[str, Any], Any]:
+        """The head's β asked of the forward pass (with one); the gold attention A of this rank's
+        pairs and the weight w_t."""
+        assert self.alignment is not None  # made by setup
+        t, batch = self.t, update.batch
+        links = [self.alignment.for_line(e.index) for e in update.mine]
+        gold = gold_attention(links, batch.src.size(1), batch.tgt_in.size(1), t.guided_alignment_shift)
+        weight = guide_weight(t.guided_alignment_weight, t.guided_alignment_half_life, trainer.state.step)
+        return {"alignment_head": self.head}, (gold.to(trainer.device, non_blocking=True), weight)
 
-    def pair_links(self, examples: list[Example]) -> list[Optional[np.ndarray]]:
-        return [self.alignment.for_line(e.index) for e in examples]
-
-    def train_step(self, examples: list) -> Optional[Step]:
-        """Trainer.train_step's update with w_t · G added to the objective."""
-        t = self.cfg.train
-        n_tok = target_tokens(examples)  # the global batch's, before sharding
-        mine, real = distributed.shard(examples, self.ctx)
-        batch = collate(mine).to(self.device)
-        gold = gold_attention(self.pair_links(mine), batch.src.size(1), batch.tgt_in.size(1),
-                              t.guided_alignment_shift).to(self.device, non_blocking=True)
-        weight = guide_weight(t.guided_alignment_weight, t.guided_alignment_half_life, self.state.step)
-        head = self.cfg.model.alignment_head  # guide the head's β, the attention left alone
-        with self.autocast:
-            logits, alpha, *beta = self.net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False,
-                                            packed=True, alignment_head=head)
-            loss = packed_loss(logits, batch, t.label_smoothing)
-            guided = guided_loss(beta[0] if head else alpha, gold, t.guided_alignment_loss)
-        grad_norm = self.update((loss + weight * guided) * (self.ctx.world * real) / n_tok, loss, n_tok)
-        if grad_norm is None:
-            return None
-        return GuidedStep(loss.detach() * real, n_tok, grad_norm, guided.detach() * real, weight)
+    def loss(self, trainer: Any, update: Update, out: tuple, inputs: Any) -> Part:
+        gold, weight = inputs
+        guided = guided_loss(out[2] if self.head else out[1], gold, self.t.guided_alignment_loss)
+        return Part(added=weight * guided, sums={"guided_loss": (guided, update.tokens)},
+                    values={"guided_weight": weight})

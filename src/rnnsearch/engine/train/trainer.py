@@ -1,5 +1,7 @@
 """Training (paper Appendix B): minibatch SGD with Adadelta or Adam, clipped gradients,
-periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume."""
+periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume. One `Trainer`
+runs every kind of run; what a run adds to the NLL (guided alignment, the agreement of two
+directions) is a loss term (engine/train/objective.py's LossTerm) that `loss_terms` picks from the config."""
 
 from __future__ import annotations
 
@@ -13,15 +15,15 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import sacrebleu
 import torch
 
-from rnnsearch.config import Config, ConfigError, TrainConfig
+from rnnsearch.config import Config, TrainConfig
 from rnnsearch.engine import distributed
 from rnnsearch.engine.checkpoint import (
     CheckpointError,
@@ -37,13 +39,30 @@ from rnnsearch.engine.data.pairs import (
     prepared_pairs,
     vocabularies,
 )
-from rnnsearch.engine.data.parallel import ParallelData, collate, drop_words, make_batches, target_tokens
+from rnnsearch.engine.data.parallel import (
+    Batch,
+    ParallelData,
+    collate,
+    drop_words,
+    make_batches,
+    target_tokens,
+)
 from rnnsearch.engine.data.prepared import PreparedData, open_prepared
-from rnnsearch.engine.data.vocab import PAD, load_tokenizers, save_tokenizers
+from rnnsearch.engine.data.vocab import load_tokenizers, save_tokenizers
 from rnnsearch.engine.decode.translator import Translator
+from rnnsearch.engine.distributed import on_main_rank
 from rnnsearch.engine.precision import choose, model_size
-from rnnsearch.io import DataError, MissingFileError, atomic_write_text
-from rnnsearch.nn.attention import at_least_fp32
+from rnnsearch.engine.train.agreement import Agreement
+from rnnsearch.engine.train.guided import GuidedAlignment
+from rnnsearch.engine.train.objective import (
+    LossTerm,
+    Update,
+    batch_loss,
+    evaluate_loss,
+    objective,
+    packed_loss,
+)
+from rnnsearch.io import MissingFileError, atomic_write_text
 from rnnsearch.nn.model import RNNsearch, build_model
 
 log = logging.getLogger("rnnsearch")
@@ -103,61 +122,6 @@ def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
 
 
-class _SummedCrossEntropy(torch.autograd.Function):
-    """Σ_rows −[(1−ε) log p(y) + ε/V Σ_v log p(v)] with p = softmax(logits), fused.
-
-    The gradient, softmax − (1−ε)·onehot − ε/V, is formed in the forward pass in the memory
-    of the log-probabilities, so backward is one scaling of it; log_softmax + nll_loss instead
-    zero-fill a (rows, V) matrix for nll's gradient and run log_softmax's backward over it
-    (docs/benchmarks.md, "CPU changes measured", has the measured gain).
-    """
-
-    @staticmethod
-    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-        log_p = torch.log_softmax(logits, -1)
-        rows = torch.arange(target.numel(), device=target.device)
-        loss = -log_p[rows, target].sum()
-        if smoothing:  # ε × the mean of -log p(v) over the vocabulary
-            loss = (1 - smoothing) * loss - smoothing * log_p.mean(-1).sum()
-        grad = log_p.exp_()  # softmax, in the memory of log p
-        if smoothing:
-            grad.sub_(smoothing / logits.size(-1))
-        grad[rows, target] -= 1 - smoothing
-        ctx.save_for_backward(grad)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (grad_logits,) = ctx.saved_tensors
-        return grad_logits * grad, None, None
-
-
-def sequence_loss(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed cross-entropy over real target tokens.
-
-    logits (B, T, V) with target (B, T), padding included; or logits already packed to the
-    real tokens, (N, V) with target (N,) (``model(..., packed=True)``).
-    """
-    logits = at_least_fp32(logits.reshape(-1, logits.size(-1)))
-    target = target.reshape(-1)
-    real = target != PAD
-    if not bool(real.all()):
-        logits, target = logits[real], target[real]
-    return _SummedCrossEntropy.apply(logits, target, float(label_smoothing))
-
-
-def batch_loss(net: torch.nn.Module, batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """The summed loss of a collated batch: teacher-forced logits on the real target tokens only
-    (``packed=True``), then :func:`sequence_loss`."""
-    logits, _ = net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True)
-    return packed_loss(logits, batch, label_smoothing)
-
-
-def packed_loss(logits: torch.Tensor, batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """:func:`sequence_loss` of packed logits (N, V) against the batch's N real target tokens."""
-    return sequence_loss(logits, batch.tgt_out[batch.tgt_out != PAD], label_smoothing)
-
-
 class MetricsLog:
     """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
 
@@ -203,21 +167,6 @@ def _logged_step(line: str) -> float:
         return math.inf
 
 
-@torch.no_grad()
-def evaluate_loss(model, data: ParallelData, device, batch_size: int = 64) -> float:
-    """Mean per-token negative log-likelihood (teacher forcing, no dropout)."""
-    model.eval()
-    total, tokens = 0.0, 0
-    order = sorted(range(len(data)), key=lambda i: len(data.examples[i].tgt))
-    for start in range(0, len(order), batch_size):
-        examples = [data.examples[i] for i in order[start:start + batch_size]]
-        batch = collate(examples).to(device)
-        logits, _ = model.logits(batch.src, batch.src_mask, batch.tgt_in)
-        total += float(sequence_loss(logits, batch.tgt_out))
-        tokens += target_tokens(examples)
-    return total / max(tokens, 1)
-
-
 def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool) -> dict:
     """Validation loss and perplexity, and (with_bleu) BLEU of the first data.valid_bleu_sentences
     sentences decoded with beam train.valid_beam."""
@@ -244,7 +193,8 @@ class Validation:
 @dataclass
 class TrainState:
     """Where a run stands: saved with every checkpoint (train_state.safetensors), restored by
-    --resume. `validation_outcome()` is the part rank 0's validation decides for every rank."""
+    --resume. `validation_outcome()` is the part rank 0's validation decides for every rank;
+    `terms` holds the loss terms' entries (LossTerm.state), saved beside the others."""
 
     step: int = 0
     epoch: int = 0
@@ -256,23 +206,29 @@ class TrainState:
     tokens: int = 0  # target tokens trained on
     seconds: float = 0.0  # training wall-clock, summed over resumes
     valid_loss: Optional[float] = None
+    terms: dict[str, Any] = field(default_factory=dict)
 
     FORMER_NAMES: ClassVar[dict[str, str]] = {"lr_bad": "bad_validations_since_lr_decay"}  # in saved states
 
     @classmethod
-    def restored(cls, saved: dict[str, Any], lr: float) -> TrainState:
-        """The state saved in train_state.safetensors; keys this class does not have are ignored."""
-        known = {f.name for f in fields(cls)}
+    def restored(cls, saved: dict[str, Any], lr: float, terms: Optional[dict[str, Any]] = None) -> TrainState:
+        """The state saved in train_state.safetensors, with the entries of `terms` (names and
+        initial values) among its keys; other keys this class does not have are ignored."""
+        known = {f.name for f in fields(cls)} - {"terms"}
         saved = {cls.FORMER_NAMES.get(k, k): v for k, v in saved.items()}
-        return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}})
+        kept = {k: saved.get(k, v) for k, v in (terms or {}).items()}
+        return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}, "terms": kept})
+
+    def saved(self) -> dict[str, Any]:
+        """What a checkpoint stores: the fields, then the terms' entries, all at the top level."""
+        state = asdict(self)
+        terms = state.pop("terms")
+        return {**state, **terms}
 
     def validation_outcome(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("best", "bad_validations", "bad_validations_since_lr_decay",
-                                               "lr", "valid_loss")}
-
-    def judge(self, record: dict, t: TrainConfig) -> list[bool]:
-        """`after_validation` for each model the run trains: whether it improved on its best."""
-        return [self.after_validation(record, t)]
+        return {k: copy.copy(getattr(self, k)) for k in ("best", "bad_validations",
+                                                         "bad_validations_since_lr_decay", "lr",
+                                                         "valid_loss", "terms")}
 
     def after_validation(self, record: dict, t: TrainConfig) -> bool:
         """Update the best score, patience counters and (on a plateau) the learning rate; True if
@@ -301,42 +257,50 @@ class TrainState:
         return None
 
     def stopping_loss(self) -> Optional[float]:
-        """The validation loss that ``train.stop_valid_loss`` is compared with."""
-        return self.valid_loss
+        """The validation loss that ``train.stop_valid_loss`` is compared with: the highest of the
+        models the run trains (a term's ``*valid_loss`` entries are its models'), so all reach it."""
+        extra = (v for k, v in self.terms.items() if k.endswith("valid_loss"))
+        losses = [x for x in (self.valid_loss, *extra) if x is not None]
+        return max(losses) if losses else None
 
 
 @dataclass
 class Step:
-    """What one update leaves for the log: the batch's summed loss (on the device, read only when
-    logged), its target tokens and the gradient norm before clipping."""
+    """What one update leaves for the log: its named sums (on the device, read only when logged),
+    each with the tokens its mean is over ("loss" first: the NLL and the batch's target tokens),
+    the terms' values, the target tokens and the gradient norm before clipping."""
 
-    loss: torch.Tensor
     tokens: int
     grad_norm: torch.Tensor
+    sums: dict[str, tuple[torch.Tensor, int]]
+    values: dict[str, float] = field(default_factory=dict)
 
 
 class Window:
-    """Loss and tokens since the last training log line (the loss summed on the device)."""
+    """The named sums and tokens since the last training log line (the sums kept on the device)."""
 
     def __init__(self):
         self.reset()
 
     def reset(self) -> None:
-        self.loss: torch.Tensor | float = 0.0
+        self.sums: dict[str, torch.Tensor | float] = {}
+        self.counts: dict[str, int] = {}  # the tokens of each sum
+        self.values: dict[str, float] = {}
         self.tokens = 0
         self.t0 = time.time()
 
     def add(self, step: Step) -> None:
-        self.loss = self.loss + step.loss
+        for name, (value, tokens) in step.sums.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+            self.counts[name] = self.counts.get(name, 0) + tokens
+        self.values.update(step.values)
         self.tokens += step.tokens
 
-    def sums(self) -> list[float]:
-        """What the log line adds up over the ranks; the loss first."""
-        return [float(self.loss)]
-
-    def extra_means(self, sums: list[float]) -> dict[str, float]:
-        """The log line's entries beside the loss, from `sums` added up over the ranks."""
-        return {}
+    def means(self, ctx: distributed.Context, device: torch.device) -> dict[str, float]:
+        """Each sum added up over the ranks, per token of its own; then the values."""
+        totals = distributed.all_sum([float(v) for v in self.sums.values()], ctx, device)
+        means = {k: s / max(self.counts[k], 1) for k, s in zip(self.sums, totals)}
+        return {**means, **self.values}
 
 
 # What a resumed run takes from the config it is given; everything else comes from the model directory.
@@ -376,11 +340,6 @@ def prepare_model_dir(cfg: Config, resume: bool) -> Config:
         raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
                               "or choose another model_dir")
     return cfg
-
-
-def run_config(cfg: Config, resume: bool) -> Config:
-    """What decides the kind of run: `cfg`, or on resume the config saved in its model directory."""
-    return read_config(Path(cfg.model_dir)) if resume else cfg
 
 
 def busy_cores(seconds: float = 0.25) -> float:
@@ -454,38 +413,22 @@ def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
     return Validation(data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
 
 
-def on_main_rank(ctx: distributed.Context, work: Callable[[], Any]) -> Any:
-    """`work()` on rank 0, its result on every rank; a DataError it raises is raised on every rank
-    with the same message, so that no rank waits for one that has stopped."""
-    result: Any = None
-    error: Optional[DataError] = None
-    if ctx.main:
-        try:
-            result = work()
-        except DataError as e:
-            error = e
-    result, error = distributed.broadcast((result, error), ctx)
-    if error is not None:
-        raise error
-    return result
-
-
 class Trainer:
-    """One training run as small named steps. `run` is the loop; `train_step`, `checkpoint`
-    (validate, then `save_checkpoint`) and `train_epoch` can each be called on their own.
-    Agreement training (train.agreement) is AgreementTrainer, engine/train/agreement.py."""
+    """One training run as small named steps, with the loss terms its config names (`loss_terms`).
+    The loop: `run` calls `train_epoch` until a limit; it takes each batch through `train_step`
+    (forward, the NLL and the terms' parts, backward, optimizer), writes `log_window`'s line every
+    train.log_every steps and asks `after_step` whether to validate, save or stop; then a
+    `checkpoint` (validate, then `save_checkpoint`). Each can be called on its own."""
 
-    state_class: type[TrainState] = TrainState
-
-    def __init__(self, cfg: Config, resume: bool = False):
-        self.cfg = cfg = self.prepare_model_dir(cfg, resume)
-        self.model_dir = Path(cfg.model_dir)
+    def __init__(self, cfg: Config, resume: bool = False, terms: Optional[list[LossTerm]] = None):
+        self.cfg = cfg = prepare_model_dir(cfg, resume)
+        self.model_dir, self.resume = Path(cfg.model_dir), resume
+        self.terms = loss_terms(cfg) if terms is None else terms
         seed_and_threads(cfg.train)
         self.ctx, self.device = self.setup_device()
-        self.src_tok, self.tgt_tok, self.train_data, self.valid = self.load_data(resume)
-        self.build_models()
+        self.build(resume)
         self.optimizer = make_optimizer(cfg, self.trained.parameters())
-        self.state = self.resumed_state() if resume else self.state_class(lr=cfg.train.lr)
+        self.state = self.resumed_state() if resume else TrainState(lr=cfg.train.lr, terms=self.term_state())
         log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
         if cfg.train.compile:
             for model in self.models:  # the first batches compile (seconds to a minute), the rest reuse it
@@ -508,10 +451,6 @@ class Trainer:
         self.stop_requests = StopRequests()
         self.interrupted: Optional[int] = None  # the signal that stopped the run, agreed by every rank
 
-    def prepare_model_dir(self, cfg: Config, resume: bool) -> Config:
-        """The module's `prepare_model_dir`; a subclass that writes more directories clears them too."""
-        return prepare_model_dir(cfg, resume)
-
     def setup_device(self) -> tuple[distributed.Context, torch.device]:
         """This rank's place in the process group (if any) and its device; only rank 0 logs below
         warnings."""
@@ -523,62 +462,57 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         return ctx, device
 
-    def load_data(self, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData, Optional[Validation]]:
-        """Tokenisers (built and saved by rank 0 on a fresh run), the training pairs (encoded by
-        rank 0, mapped by every rank) and the validation set (None without one). Bad data stops
-        every rank with one message and leaves no half-made model directory behind."""
-        cfg, model_dir = self.cfg, self.model_dir
-        files = corpus_files(cfg, "train")
+    def build(self, resume: bool) -> None:
+        """The data, the model and the terms' setup (their data and models). Bad data stops every
+        rank with one message and leaves no half-made model directory behind."""
+        files = corpus_files(self.cfg, "train")
         if files is None:
             raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
                                   "train")
-        for split in filter(None, (files, corpus_files(cfg, "valid"))):  # not fetched yet: say so first
+        for split in filter(None, (files, corpus_files(self.cfg, "valid"))):  # not fetched yet: say so first
             for _, path in split.roles():
                 if not path.exists():
                     raise MissingFileError(path)
-        created = not model_dir.exists()
+        created = not self.model_dir.exists()
         if self.ctx.main:  # only rank 0 makes it: a failed start removes it, and no rank makes it again
-            model_dir.mkdir(parents=True, exist_ok=True)
+            self.model_dir.mkdir(parents=True, exist_ok=True)
         try:
-            if not resume:  # rank 0 builds the vocabularies; the others read them
-                on_main_rank(self.ctx, lambda: self.write_tokenizers(vocabularies(cfg, files)))
-                if self.ctx.main:
-                    cfg.save(model_dir / "config.json")
-            distributed.barrier(self.ctx)
-            src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-            train: ParallelData | PreparedData
-            if cfg.data.prepared:  # rank 0 prepares (or finds) the arrays, every rank maps them
-                made = on_main_rank(self.ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))
-                train = made if self.ctx.main else open_prepared(made.path)  # checked again where mapped
-            else:
-                train = in_memory_pairs(cfg, files, src_tok, tgt_tok)
-            self.load_extra(train, src_tok, tgt_tok)
-            return src_tok, tgt_tok, train, validation_set(cfg, src_tok, tgt_tok)
+            self.src_tok, self.tgt_tok, self.train_data = self.load_data(files, resume)
+            self.valid = validation_set(self.cfg, self.src_tok, self.tgt_tok)
+            self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
+            self.trained: torch.nn.Module = self.model  # what the optimizer updates (a term may widen it)
+            self.models: list[RNNsearch] = [self.model]  # the models the run trains, each saved in
+            self.model_dirs = [self.model_dir]  # its own directory
+            for term in self.terms:
+                term.setup(self)
         except BaseException:
             if created and self.ctx.main:
-                shutil.rmtree(model_dir, ignore_errors=True)
+                shutil.rmtree(self.model_dir, ignore_errors=True)
             raise
 
-    def load_extra(self, train: ParallelData | PreparedData, src_tok, tgt_tok) -> None:
-        """What else a subclass's loss reads about the training pairs (GuidedTrainer: their word
-        links), loaded here so that a failure leaves no half-made model directory either."""
+    def load_data(self, files: Any, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData]:
+        """Tokenisers (built and saved by rank 0 on a fresh run) and the training pairs (encoded by
+        rank 0, mapped by every rank)."""
+        cfg, model_dir, ctx = self.cfg, self.model_dir, self.ctx
+        if not resume:  # rank 0 builds the vocabularies; the others read them
+            on_main_rank(ctx, lambda: save_tokenizers(model_dir, cfg.vocab, *vocabularies(cfg, files)))
+            if ctx.main:
+                cfg.save(model_dir / "config.json")
+        distributed.barrier(ctx)
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+        if not cfg.data.prepared:
+            return src_tok, tgt_tok, in_memory_pairs(cfg, files, src_tok, tgt_tok)
+        made = on_main_rank(ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))  # rank 0 prepares
+        return src_tok, tgt_tok, made if ctx.main else open_prepared(made.path)  # checked again where mapped
 
-    def write_tokenizers(self, tokenizers: tuple) -> None:
-        """A fresh run's (source, target) tokenizers, into the model directory (rank 0)."""
-        save_tokenizers(self.model_dir, self.cfg.vocab, *tokenizers)
-
-    def build_models(self) -> None:
-        """The model on its device. `trained` is the module the optimizer updates (here the model);
-        `models` are the models the run trains and `model_dirs` where each is saved."""
-        self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
-        self.trained: torch.nn.Module = self.model
-        self.models: list[RNNsearch] = [self.model]
-        self.model_dirs = [self.model_dir]
+    def term_state(self) -> dict[str, Any]:
+        """The terms' entries of TrainState.terms, with their initial values."""
+        return {k: v for term in self.terms for k, v in term.state.items()}
 
     def resumed_state(self) -> TrainState:
         """The weights, optimizer, random state and TrainState of the last checkpoint."""
         saved = load_train_state(self.model_dir, self.trained, self.optimizer)
-        state = self.state_class.restored(saved, self.cfg.train.lr)
+        state = TrainState.restored(saved, self.cfg.train.lr, self.term_state())
         log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, state.step, state.epoch,
                  state.position)
         return state
@@ -673,12 +607,8 @@ class Trainer:
         t, state = self.cfg.train, self.state
         epoch = state.epoch
         batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, epoch)
-        bar = run_bar
-        if bar is not None:
-            bar.set_description(f"epoch {epoch + 1}")
-        elif t.progress and self.ctx.main:
-            bar = _bar(total=len(batches), initial=state.position, desc=f"epoch {epoch + 1}", leave=False)
-        window = self.new_window()
+        bar = self.epoch_bar(run_bar, len(batches))
+        window = Window()
         stop = None
         made: Optional[Step] = None  # the latest update, whose gradient norm a log line reports
         for pos in range(state.position, len(batches)):
@@ -711,8 +641,16 @@ class Trainer:
             self.checkpoint("epoch" if stop is None else "final")
         return stop or state.stop_reason(t)
 
-    def new_window(self) -> Window:
-        return Window()
+    def epoch_bar(self, run_bar, batches: int):
+        """The progress bar an epoch of `batches` updates: the run's, or (no step budget) its own;
+        None without train.progress and on ranks other than 0."""
+        epoch = self.state.epoch
+        if run_bar is not None:
+            run_bar.set_description(f"epoch {epoch + 1}")
+            return run_bar
+        if self.cfg.train.progress and self.ctx.main:
+            return _bar(total=batches, initial=self.state.position, desc=f"epoch {epoch + 1}", leave=False)
+        return None
 
     def regularize(self, on: bool) -> None:
         """Dropout and word dropout on or off (train.dropout_start: off for the first steps)."""
@@ -722,13 +660,9 @@ class Trainer:
             until = f"off until step {self.cfg.train.dropout_start}"
             log.info("step %d: dropout %s", self.state.step, "on" if on else until)
 
-    def train_batch(self, batch: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
-        """`train_step` on batch `pos` of the epoch (`batch`: its example ids)."""
-        return self.train_step(self.batch_examples(batch, epoch, pos))
-
-    def batch_examples(self, batch: Iterable[int], epoch: int, pos: int) -> list:
-        """The batch's examples, with word dropout."""
-        return self.word_dropout(self.train_data.examples_at(batch), epoch, pos)
+    def train_batch(self, ids: Iterable[int], epoch: int, pos: int) -> Optional[Step]:
+        """`train_step` on batch `pos` of the epoch (`ids`: its example ids)."""
+        return self.train_step(self.train_data.examples_at(ids), epoch, pos)
 
     def word_dropout(self, examples: list, epoch: int, pos: int, stream: str = "") -> list:
         """`examples` with word dropout, seeded by epoch and position so that a resumed run drops
@@ -740,24 +674,40 @@ class Trainer:
             examples = drop_words(examples, m.word_dropout, rng, m.word_dropout_target)
         return examples
 
-    def train_step(self, examples: list) -> Optional[Step]:
-        """One update on a global batch (this rank's share of it): forward, backward, clipping,
-        optimizer. None when the update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
-        n_tok = target_tokens(examples)  # the global batch's, before sharding
+    def shard(self, examples: list) -> tuple[Batch, list, bool]:
+        """This rank's share of a global batch, collated on the device; (batch, its examples, real:
+        False where the rank has none and trains on a stand-in whose sums count 0)."""
         mine, real = distributed.shard(examples, self.ctx)
-        batch = collate(mine).to(self.device)
-        with self.autocast:
-            loss = batch_loss(self.net, batch, self.cfg.train.label_smoothing)
-        # x world: DDP averages the ranks' gradients; the sum over ranks / n_tok is the batch mean
-        grad_norm = self.update(loss * (self.ctx.world * real) / n_tok, loss, n_tok)
-        return None if grad_norm is None else Step(loss.detach() * real, n_tok, grad_norm)
+        return collate(mine).to(self.device), mine, real
 
-    def update(self, objective: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
-        """Backward from `objective`, clipping and the optimizer step, counted in the state; the
-        gradient norm before clipping, or None when the update is skipped."""
+    def train_step(self, pairs: list, epoch: Optional[int] = None, pos: int = 0) -> Optional[Step]:
+        """One update on the global batch `pairs` (this rank's share of it): word dropout (in an
+        `epoch`), forward, the NLL and the terms' parts, backward, clipping, optimizer. None when the
+        update is skipped (fp16 overflow, or a non-finite loss or gradient)."""
+        examples = pairs if epoch is None else self.word_dropout(pairs, epoch, pos)
+        n_tok = target_tokens(examples)  # the global batch's, before sharding
+        batch, mine, real = self.shard(examples)
+        update = Update(pairs, n_tok, mine, batch, epoch, pos)
+        inputs = [term.inputs(self, update) for term in self.terms]
+        kwargs = {k: v for args, _ in inputs for k, v in args.items()}
+        with self.autocast:
+            out = self.net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False, packed=True, **kwargs)
+            loss = packed_loss(out[0], batch, self.cfg.train.label_smoothing)
+            parts = [term.loss(self, update, out, x) for term, (_, x) in zip(self.terms, inputs)]
+        grad_norm = self.update(objective(loss, parts, self.ctx.world * real, n_tok), loss, n_tok)
+        if grad_norm is None:
+            return None
+        sums = {"loss": (loss.detach() * real, n_tok)}
+        for part in parts:
+            sums.update({k: (v.detach() * real, n) for k, (v, n) in part.sums.items()})
+        return Step(n_tok, grad_norm, sums, {k: v for part in parts for k, v in part.values.items()})
+
+    def update(self, total: torch.Tensor, loss: torch.Tensor, tokens: int) -> Optional[torch.Tensor]:
+        """Backward from `total` (the batch's `objective`), clipping and the optimizer step, counted
+        in the state; the gradient norm before clipping, or None when the update is skipped."""
         t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(objective).backward()
+        self.scaler.scale(total).backward()
         self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trained.parameters(), t.clip_norm or float("inf"))
         if self.scaler.is_enabled() and not torch.isfinite(grad_norm):
@@ -793,15 +743,15 @@ class Trainer:
         return False
 
     def log_window(self, window: Window, step: Step, bar=None) -> None:
-        """One training log line: mean loss (over every rank), tokens/s since the last one."""
+        """One training log line: the mean loss (over every rank), tokens/s since the last one, and
+        the terms' means and values."""
         elapsed = max(time.time() - window.t0, 1e-9)
-        sums = distributed.all_sum(window.sums(), self.ctx, self.device)
-        mean = sums[0] / max(window.tokens, 1)
+        means = window.means(self.ctx, self.device)
+        mean = means.pop("loss")
         rec = {"step": self.state.step, "epoch": self.state.epoch, "kind": "train", "loss": mean,
                "ppl": math.exp(min(mean, 50)), "tok_per_s": window.tokens / elapsed,
                "grad_norm": float(step.grad_norm), "lr": self.state.lr,
-               "precision": self.precision}  # what train.precision (auto included) resolved to
-        rec.update(window.extra_means(sums))
+               "precision": self.precision, **means}  # precision: what train.precision (auto too) resolved to
         self.metrics.write(rec)
         if bar is not None:
             bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{rec['ppl']:.1f}", tok_s=f"{rec['tok_per_s']:.0f}")
@@ -847,7 +797,8 @@ class Trainer:
         improved = [self.valid is None] * len(self.models)
         if self.ctx.main and self.valid is not None:
             record.update(self.validation_scores(self.valid))
-            improved = self.state.judge(record, self.cfg.train)
+            improved = [self.state.after_validation(record, self.cfg.train),
+                        *(ok for term in self.terms for ok in term.judge(self.state, record))]
         improved, outcome = distributed.broadcast((improved, self.state.validation_outcome()), self.ctx)
         for key, value in outcome.items():
             setattr(self.state, key, value)
@@ -856,9 +807,12 @@ class Trainer:
         return improved
 
     def validation_scores(self, valid: Validation) -> dict:
-        """Rank 0's validation scores (module-level `validation_scores`)."""
+        """Rank 0's validation scores (module-level `validation_scores`), then the terms'."""
         with_bleu = self.cfg.train.valid_metric == "bleu"
-        return validation_scores(self.translator, valid, self.cfg, with_bleu)
+        scores = validation_scores(self.translator, valid, self.cfg, with_bleu)
+        for term in self.terms:
+            scores.update(term.validation_scores(self))
+        return scores
 
     def save_checkpoint(self, tag: str, record: dict, improved: list[bool]) -> None:
         """The log record; the best weights (of each model of `self.models` whose flag in `improved`
@@ -872,7 +826,7 @@ class Trainer:
         self.metrics.write(record)
         for model, model_dir, better in zip(self.models, self.model_dirs, improved):
             _save_model_files(model, model_dir, better, state.step, t.keep_last)
-        save_train_state(self.model_dir, self.trained, self.optimizer, asdict(state))
+        save_train_state(self.model_dir, self.trained, self.optimizer, state.saved())
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state.step, tag, shown)
 
@@ -883,21 +837,27 @@ def _bar(**kw):
     return tqdm(dynamic_ncols=True, **kw)
 
 
+def loss_terms(cfg: Config) -> list[LossTerm]:
+    """The terms `cfg`'s train section adds to the NLL: guided alignment (train.guided_alignment)
+    and the agreement of the two directions (train.agreement); config validation refuses both
+    at once."""
+    t = cfg.train
+    terms: list[LossTerm] = []
+    if t.guided_alignment:
+        terms.append(GuidedAlignment(cfg))
+    if t.agreement:
+        terms.append(Agreement(cfg))
+    return terms
+
+
 def train(cfg: Config, resume: bool = False) -> Path:
-    """Train one model per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`;
-    returns its path. `rnnsearch.train` is this, or for a config with train.agreement the joint
-    training of two models (AgreementTrainer, engine/train/agreement.py) and with
-    train.guided_alignment GuidedTrainer (engine/train/guided.py), which this refuses.
+    """Train per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`; returns its
+    path. The config names the loss terms added to the NLL (`loss_terms`): train.guided_alignment
+    teaches the attention a word aligner's links (engine/train/guided.py), train.agreement trains the
+    two directions together (engine/train/agreement.py). `rnnsearch.train` is this function.
 
     With `resume`, continue from the directory's last checkpoint (config taken from it).
     SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
     `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
     """
-    t = run_config(cfg, resume).train
-    if t.agreement:
-        raise ConfigError("train.agreement: trains a pair of models, which rnnsearch.train runs (with "
-                          "engine/train/agreement.py's AgreementTrainer); engine.train.train trains one")
-    if t.guided_alignment:
-        raise ConfigError("train.guided_alignment: rnnsearch.train runs it (engine/train/guided.py's "
-                          "GuidedTrainer); engine.train.train trains without it")
     return Trainer(cfg, resume).run()
