@@ -138,7 +138,7 @@ def test_saliency_links_on_request(live, translator, reverse_model):
     assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment] for t in mean]
     for bad in ("yes", 1, True, ["mean"]):
         status, _, body = live.request("/translate", {"text": "w1", "links": bad})
-        assert status == 422 and body["field"] == "links" and "expected one of 'attention'" in body["error"]
+        assert status == 422 and body["field"] == "links" and "expected 'attention' | 'head'" in body["error"]
     status, _, body = live.request("/translate", {"text": "w1", "links": "head"})
     assert status == 422 and body["field"] == "links" and "has none (model.alignment_head)" in body["error"]
     int8 = load(reverse_model, device="cpu", quantize="int8")

@@ -301,7 +301,7 @@ def test_a_bad_decoding_option_is_named_as_its_caller_spells_it(reverse_model, t
                             ({"batch_size": 0}, "batch_size: must be >= 1, got 0"),
                             ({"max_source_len": 0}, "max_source_len: must be >= 1"),
                             ({"precision": "fp16"}, "precision: expected one of 'auto'"),
-                            ({"links": "both"}, "links: expected one of 'attention' | 'head'"),
+                            ({"links": "both"}, "links: expected 'attention' | 'head' | 'saliency' | 'mean'"),
                             ({"links": "head"}, "links: 'head' reads the alignment head, and"),
                             ({"saliency": True}, "saliency: not a decoding option (known: beam,")):
         with pytest.raises(ConfigError) as caught:
@@ -318,7 +318,7 @@ def test_a_bad_decoding_option_is_named_as_its_caller_spells_it(reverse_model, t
     for override, message in (("decode.beam=0", "decode.beam: must be in 1..256, got 0"),
                               ("decode.alpha=-1", "decode.alpha: must be >= 0"),
                               ("decode.batch_size=0", "decode.batch_size: must be >= 1"),
-                              ("decode.links=both", "decode.links: expected one of 'attention'")):
+                              ("decode.links=both", "decode.links: expected 'attention' | 'head'")):
         with pytest.raises(ConfigError) as caught:
             config_from_dict({}, [override], source="run.yaml")
         assert f"run.yaml: {message}" in str(caught.value)

@@ -179,7 +179,7 @@ def _best_words(log_p: torch.Tensor, K: int, out: Optional[_Output]):
 
 @torch.no_grad()
 def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
-                  options: Optional[SearchOptions] = None,
+                  options: SearchOptions = SearchOptions(),
                   capacity: int = 64,
                   step: Optional[Callable] = None,
                   shortlist: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None
@@ -193,16 +193,14 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
     in flight (taken again as sentences join or leave)."""
     grouped, step = step is None, step or model.step  # a stand-in step gets K copies of each encoding
-    options = options or SearchOptions()
-    d = options.decode
-    K, alpha, n_best, neg_inf = d.beam, d.alpha, d.n_best, float("-inf")
+    d, neg_inf = options.decode, float("-inf")
+    K, alpha, n_best = d.beam, d.alpha, d.n_best
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
     queue = _Queue(model, iter(chunks), K, d.max_len_ratio, shortlist, grouped)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
-        n = live.n
-        scores, lengths, finished = live.scores, live.lengths, live.finished
+        n, scores, lengths, finished = live.n, live.scores, live.lengths, live.finished
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
         unfinished = (~finished).nonzero().squeeze(1)
         growing = None if unfinished.numel() == n * K else unfinished
