@@ -59,7 +59,7 @@ def attention_records(args) -> tuple[list[int], list[dict]]:
         for n, weights in zip(picked, forced):
             results.append((weights, *model.labels(sources[n - 1], targets[n - 1])))
     else:
-        options = model.options(name=flag, beam=args.beam)
+        options = model.options(name=flag, beam=args.beam, n_best=1)
         translations = model.translate([sources[n - 1] for n in picked], options)
         results = [(t.attention, t.source_tokens, t.tokens + ["</s>"]) for t in translations]
     records = []
