@@ -60,6 +60,7 @@ from rnnsearch.engine.data.parallel import (
     target_tokens,
 )
 from rnnsearch.engine.data.vocab import build_tokenizers, load_tokenizers, save_tokenizers
+from rnnsearch.engine.decode.graphs import GraphedStep
 from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.engine.train.objective import batch_loss
 from rnnsearch.engine.train.trainer import make_optimizer
@@ -238,10 +239,11 @@ def decoding_figures(translator: Translator, sents: list[str], args, device: tor
     graphs = None
     if args.cuda_graphs:
         gpu = device.type == "cuda"
-        translator.use_graphs(capture=gpu)
-        g_speed, g_texts = decode_speeds(translator, sents, args, device)
-        graphs = {"mode": "captured" if gpu else "padded, eager (no CUDA device)",
-                  "graphs": len(translator.graphs.graphs) if translator.graphs else 0,
+        step = GraphedStep(translator.model, capture=gpu)
+        graphed = Translator(translator.cfg, translator.model, translator.src_tok, translator.tgt_tok,
+                             translator.device, graphs=step)
+        g_speed, g_texts = decode_speeds(graphed, sents, args, device)
+        graphs = {"mode": "captured" if gpu else "padded, eager (no CUDA device)", "graphs": len(step.graphs),
                   "greedy_sent_per_s": round(g_speed[1], 1), "beam5_sent_per_s": round(g_speed[5], 1),
                   "greedy_speedup": round(g_speed[1] / speed[1], 2),
                   "beam5_speedup": round(g_speed[5] / speed[5], 2),

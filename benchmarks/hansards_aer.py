@@ -226,8 +226,9 @@ def _model_weights(translator, kinds: tuple[str, ...], src: list[str], tgt: list
         if kind in ("attention", "saliency", "attention+saliency"):
             for part in kind.split("+"):
                 if part not in rows:
-                    rows[part] = word_attention(translator, src, tgt, where, saliency=part == "saliency")
-            # the mean of the two: what word_attention(saliency="mean") gives (the merge to words is
+                    rows[part] = word_attention(translator, src, tgt, where,
+                                                links="saliency" if part == "saliency" else None)
+            # the mean of the two: what word_attention(links="mean") gives (the merge to words is
             # linear), from rows already computed rather than a second pass of saliency
             both = kind not in rows
             out[kind] = mean_weights([rows["attention"], rows["saliency"]]) if both else rows[kind]
@@ -308,7 +309,7 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
                 kept[label] = links
     if models["fwd"][0].model.align_head is not None:  # links came from the head: the attention beside
         # (fr, en, sure, possible: the test split's, the loop's last)
-        rows = word_attention(models["fwd"][0], fr, en, paths["test.fr"], head=False)
+        rows = word_attention(models["fwd"][0], fr, en, paths["test.fr"], links="attention")
         out["attention_not_head/test/argmax/shift0"] = aer([attention_links(w) for w in rows], sure, possible)
     best = min((k for k in out if k.startswith("trial/")), key=lambda k: out[k]["aer"])
     out["chosen_on_trial"] = best.split("/", 1)[1]

@@ -51,14 +51,17 @@ class LiveServer:
 class Slow:
     """The real translator, slowed down (or failing on 'boom') to exercise the queue and errors."""
 
+    def __getattr__(self, name):  # options, link_rows, ...: the real translator's
+        return getattr(self.inner, name)
+
     def __init__(self, inner, delay: float):
         self.inner, self.delay = inner, delay
         self.cfg, self.model, self.device = inner.cfg, inner.model, inner.device
         self.src_tok, self.tgt_tok = inner.src_tok, inner.tgt_tok
         self.parameters, self.quantized = inner.parameters, inner.quantized
 
-    def translate(self, texts, **kw):
+    def translate(self, texts, *args, **kw):
         if any("boom" in t for t in texts):
             raise RuntimeError("decoder exploded")
         time.sleep(self.delay)
-        return self.inner.translate(texts, **kw)
+        return self.inner.translate(texts, *args, **kw)

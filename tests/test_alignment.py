@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rnnsearch.config import ConfigError
 from rnnsearch.engine.align.links import (
     aer,
     argmax_links,
@@ -366,7 +367,7 @@ def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_m
     translator = load(reverse_model, device="cpu")
     model = translator.model.double()  # float64: the two summation orders agree far below the bound
     src, tgt = toy_pairs(5, "reverse", seed=3, **TOY)
-    batched = translator.force(src, tgt, saliency=True)
+    batched = translator.force(src, tgt, links="saliency")
     for s, t, rows in zip(src, tgt, batched):
         s_ids = torch.tensor([translator.source_ids(s)])
         t_ids = translator.target_ids(t)
@@ -390,10 +391,11 @@ def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_m
 
 
 def test_align_command_with_saliency_links_the_reversal(reverse_model, tmp_path):
-    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--saliency")
+    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--links", "saliency")
     assert scores["weights"] == "saliency" and scores["sentences"] == 30
     assert scores["aer"] < 0.3, scores
-    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--saliency", "mean")
+    assert _align_reversal(reverse_model, tmp_path, 30, "--saliency")[0] == scores  # the older spelling
+    scores, _ = _align_reversal(reverse_model, tmp_path, 30, "--links", "mean")
     assert scores["weights"] == "attention+saliency" and scores["aer"] < 0.3, scores
 
 
@@ -406,9 +408,11 @@ def test_saliency_mean_is_the_mean_of_the_attention_and_the_saliency(reverse_mod
 
     translator = load(reverse_model, device="cpu")
     src, tgt = toy_pairs(6, "reverse", seed=4, **TOY)
-    attention, salient = translator.force(src, tgt), translator.force(src, tgt, saliency=True)
-    for m, a, s in zip(translator.force(src, tgt, saliency="mean"), attention, salient):
+    attention, salient = translator.force(src, tgt), translator.force(src, tgt, links="saliency")
+    for m, a, s in zip(translator.force(src, tgt, links="mean"), attention, salient):
         np.testing.assert_allclose(np.array(m), (np.array(a) + np.array(s)) / 2, atol=1e-6)
         assert not np.allclose(np.array(a), np.array(s))  # two opinions, not one
-    with pytest.raises(ValueError, match="saliency is True, False or"):
-        translator.force(src, tgt, saliency="median")
+    with pytest.raises(ConfigError, match=r"links: expected 'attention' \| 'head'"):
+        translator.force(src, tgt, links="median")
+    with pytest.raises(ConfigError, match="links: 'head' reads the alignment head, and .* has none"):
+        translator.force(src, tgt, links="head")

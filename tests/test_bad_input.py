@@ -301,6 +301,7 @@ def test_translate_options_out_of_range(models, tmp_path, capsys):
     out = tmp_path / "out.txt"
     _fails(capsys, ["translate", "--model", str(models["word"]), "--beam", "2", "--n-best", "3",
                     "--input", str(tmp_path / "never-read.txt"), "--output", str(out)],
-           "need 1 <= --n-best <= --beam, got --n-best 3 --beam 2")
-    _fails(capsys, ["translate", "--model", str(models["word"]), "--beam", "0", "--input", "x"], "--beam 0")
+           "--n-best: must be in 1..beam (2), got 3")
+    _fails(capsys, ["translate", "--model", str(models["word"]), "--beam", "0", "--input", "x"],
+           "--beam: must be in 1..256, got 0")
     assert not out.exists()

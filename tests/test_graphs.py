@@ -9,6 +9,7 @@ from conftest import random_batch, tiny_model
 import rnnsearch
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.decode.graphs import GraphedStep, row_bucket, width_bucket
+from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.nn.model import BOS
 from rnnsearch.nn.search import SearchOptions, _trim, search_stream
 
@@ -47,7 +48,7 @@ def test_device_search_through_graphs_equals_the_plain_search(device):
     lengths = [3, 7, 2, 5, 4, 6, 1, 9, 3]
     src, mask = (x.to(device) for x in random_batch(lengths, seed=12))
     chunks = lambda: (_trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, len(lengths), 3))  # noqa: E731
-    options = SearchOptions(beam=3, alpha=1.0, n_best=2)
+    options = SearchOptions.of(beam=3, alpha=1.0, n_best=2)
     plain = dict(search_stream(model, chunks(), options, capacity=4))
     step = GraphedStep(model, capture=device.type == "cuda")
     graphed = dict(search_stream(model, chunks(), options, capacity=4, step=step))
@@ -62,8 +63,8 @@ def test_device_search_through_graphs_equals_the_plain_search(device):
 
 def test_translator_with_graphs_translates_as_without(reverse_model):
     plain = rnnsearch.load(reverse_model, device="cpu")
-    padded = rnnsearch.load(reverse_model, device="cpu")
-    padded.use_graphs(capture=False)
+    padded = Translator(plain.cfg, plain.model, plain.src_tok, plain.tgt_tok, plain.device,
+                        graphs=GraphedStep(plain.model, capture=False))  # the graphs' padding, eagerly
     sources = ["w1 w2 w3", "w4 w5 w6 w7 w8", "", "w2"]
     for beam in (1, 3):
         a = plain.translate(sources, beam=beam)

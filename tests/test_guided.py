@@ -315,7 +315,7 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     translator = load(tmp_path / "run", device="cpu")
     srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
     tgts = Path(cfg.data.valid_tgt).read_text(encoding="utf-8").splitlines()
-    heads = [np.array(w) for w in translator.force(srcs, tgts, head=True)]
+    heads = [np.array(w) for w in translator.force(srcs, tgts, links="head")]
     attention = [np.array(w) for w in translator.force(srcs, tgts)]
     assert share_on(heads, 0, lambda j, n: j) >= 0.9
     assert share_on(attention, 0, lambda j, n: j) <= 0.5  # the attention is not pulled along
@@ -323,13 +323,13 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     assert t.aligned is not None and len(t.aligned) == len(t.tokens) + 1
     if t.text == tgts[0]:
         assert t.alignment == [(j, j) for j in range(len(srcs[0].split()))]
-    # saliency="mean": the head's rows (not the attention's) averaged with the saliency's
-    salient = [np.array(w) for w in translator.force(srcs, tgts, saliency=True)]
-    mean = [np.array(w) for w in translator.force(srcs, tgts, saliency="mean")]
+    # links="mean": the head's rows (not the attention's) averaged with the saliency's
+    salient = [np.array(w) for w in translator.force(srcs, tgts, links="saliency")]
+    mean = [np.array(w) for w in translator.force(srcs, tgts, links="mean")]
     for m, h, s in zip(mean, heads, salient):
         np.testing.assert_allclose(m, (h + s) / 2, atol=1e-6)
-    t = translator.translate([srcs[0]], saliency="mean")[0]
-    assert t.aligned == translator.force([srcs[0]], [t.text], saliency="mean")[0]
+    t = translator.translate([srcs[0]], links="mean")[0]
+    assert t.aligned == translator.force([srcs[0]], [t.text], links="mean")[0]
 
 
 def test_the_head_needs_guidance_and_shift_0(tmp_path):
@@ -345,3 +345,47 @@ def test_the_head_needs_guidance_and_shift_0(tmp_path):
     with pytest.raises(ConfigError, match="model.alignment_head_refine"):
         config_from_dict({**raw, "model": {**raw["model"], "alignment_head_refine": True},
                           "train": {**raw["train"], "guided_alignment": "auto"}})
+
+
+def test_the_saved_shift_links_translations_alignments_and_serve_by_its_row(tmp_path, capsys):
+    """train.guided_alignment_shift 1 is read from the model: translate --alignment, align, serve and
+    Translation.alignment link y_i by α_{i+1}; --alignment-shift and --shift still override it."""
+    from rnnsearch.cli import main
+    from rnnsearch.engine.align.links import attention_links, format_pharaoh, parse_pharaoh, word_attention
+    from rnnsearch.engine.decode.translator import load
+
+    links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
+    cfg = toy_config(tmp_path, guided_alignment=str(links), guided_alignment_shift=1, max_steps=60)
+    rnnsearch.train(cfg)
+    model_dir = tmp_path / "run"
+    translator = load(model_dir, device="cpu")
+    srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()[:12]
+    tgts = Path(cfg.data.valid_tgt).read_text(encoding="utf-8").splitlines()[:12]
+    out = translator.translate(srcs)
+    shifted, unshifted = [t.links(shift=1) for t in out], [t.links(shift=0) for t in out]
+    assert translator.link_shift(None) == 1 and [t.alignment for t in out] == shifted != unshifted
+    (tmp_path / "in.txt").write_text("\n".join(srcs) + "\n", encoding="utf-8")
+    base = ["translate", "--model", str(model_dir), "--input", str(tmp_path / "in.txt"), "--alignment"]
+    for flags, want in (([], shifted), (["--alignment-shift", "0"], unshifted),
+                        (["--alignment-shift", "1"], shifted)):
+        assert main(base + flags) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [parse_pharaoh(line.split(" ||| ")[1])[0] for line in lines] == [set(w) for w in want], flags
+    (tmp_path / "tgt.txt").write_text("\n".join(tgts) + "\n", encoding="utf-8")
+    words = word_attention(translator, srcs, tgts)
+    aligned = {}
+    for flags, shift in (([], 1), (["--shift", "0"], 0)):
+        assert main(["align", "--model", str(model_dir), "--src", str(tmp_path / "in.txt"), "--tgt",
+                     str(tmp_path / "tgt.txt"), "--out", str(tmp_path / "links.txt")] + flags) == 0
+        aligned[shift] = (tmp_path / "links.txt").read_text(encoding="utf-8").splitlines()
+        assert aligned[shift] == [format_pharaoh(attention_links(w, shift=shift)) for w in words]
+    assert aligned[0] != aligned[1]
+    pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
+    from serving import LiveServer
+
+    from rnnsearch.serve import create_app
+
+    with LiveServer(create_app(translator)) as live:
+        status, _, body = live.request("/translate", {"texts": srcs, "alignment": True})
+    assert status == 200 and [t["alignment"] for t in body["translations"]] == [[list(x) for x in w]
+                                                                                for w in shifted]

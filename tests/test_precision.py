@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import rnnsearch
+from rnnsearch.config import ConfigError
 from rnnsearch.engine import precision
 
 
@@ -60,7 +61,7 @@ def test_translator_auto_measures_its_own_decoding_once(reverse_model, cache, mo
     out = model.translate(["w3 w4 w1 w5 w9"], beam=3, precision="auto")
     assert out[0].text == "w9 w5 w1 w4 w3"
     assert any(key.startswith("decode | Test CPU") for key in json.loads(cache.read_text()))
-    with pytest.raises(ValueError, match="auto, fp32 or bf16"):
+    with pytest.raises(ConfigError, match=r"precision: expected one of 'auto' \| 'fp32' \| 'bf16', got"):
         model.resolve_precision("fp16")
 
 

@@ -251,7 +251,7 @@ def test_bf16_decoding_runs_the_output_layer_in_bf16_and_agrees_on_a_trained_mod
     assert [t.text for t in bf16] == [t.text for t in fp32]  # a confident model: same translations
     for t in bf16:
         assert all(abs(sum(row) - 1) < 1e-2 for row in t.attention)  # softmaxes still normalise
-    with pytest.raises(ValueError, match="fp32 or bf16"):
+    with pytest.raises(ValueError, match="precision: expected one of .auto. \\| .fp32. \\| .bf16."):
         model.translate(src, precision="fp16")
 
 
@@ -292,7 +292,7 @@ def test_hypotheses_sharing_one_copy_of_the_encoding_search_as_k_copies_do(arch,
     model = tiny_model(arch, seed=3, score=score)
     model.precompute_context = values
     src, mask = random_batch([5, 2, 7, 4, 6, 3, 1], seed=4)
-    options = SearchOptions(beam=4, n_best=3, max_len_ratio=1.5)
+    options = SearchOptions.of(beam=4, n_best=3, max_len_ratio=1.5)
     calls = []
 
     def copied_step(enc, state, *a, **k):  # the path a stand-in step is given
@@ -355,3 +355,25 @@ def test_beam_search_takes_the_same_words_with_either_top_k(monkeypatch):
     assert [[h.tokens for h in hs] for hs in chunked] == [[h.tokens for h in hs] for hs in plain]
     scores = [h.score for hs in plain for h in hs]
     assert [h.score for hs in chunked for h in hs] == pytest.approx(scores, abs=1e-6)
+
+
+def test_search_options_are_decode_options_checked_once():
+    """SearchOptions reads beam, alpha, max_len_ratio and n_best from a config.DecodeConfig, checked
+    by the one check (config.decode_options) however it was made; beam_search takes it or keywords."""
+    from rnnsearch.config import ConfigError, DecodeConfig
+    from rnnsearch.nn.search import SearchOptions
+
+    assert SearchOptions.of(beam=3, alpha=0).decode == DecodeConfig(beam=3, alpha=0.0)
+    with pytest.raises(ConfigError, match=r"n_best: must be in 1..beam \(2\), got 3"):
+        SearchOptions(DecodeConfig(beam=2, n_best=3))
+    with pytest.raises(ConfigError, match="beam: must be in 1..256, got 0"):
+        SearchOptions.of(beam=0)
+    with pytest.raises(ConfigError, match="bream: not a decoding option"):
+        SearchOptions.of(bream=3)
+    model = tiny_model()
+    src, mask = random_batch([4, 3])
+    via_options = beam_search(model, src, mask, SearchOptions.of(beam=3, n_best=2))
+    via_keywords = beam_search(model, src, mask, beam=3, n_best=2)
+    assert [[h.tokens for h in hs] for hs in via_options] == [[h.tokens for h in hs] for hs in via_keywords]
+    with pytest.raises(TypeError, match="options or keywords, not both"):
+        beam_search(model, src, mask, SearchOptions(), beam=3)

@@ -19,6 +19,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip instal
 from conftest import browser_or_skip  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
+from rnnsearch.config import ConfigError  # noqa: E402
 from rnnsearch.engine.decode.markup import parse, transfer  # noqa: E402
 from rnnsearch.engine.decode.translator import load  # noqa: E402
 from rnnsearch.serve import Limits, create_app  # noqa: E402
@@ -106,43 +107,47 @@ def test_alignment_on_request(live, translator):
 
 
 def test_saliency_links_on_request(live, translator, reverse_model):
-    """"saliency": true takes the links (alignment, html tags) from gradient x input saliency, as
-    `translate --alignment --saliency` does; the text is the same; an int8 model refuses it by name."""
+    """"links": "saliency" takes the links (alignment, html tags) from gradient x input saliency, as
+    `translate --alignment --links saliency` does; the text is the same; an int8 model refuses it by
+    name, and a model without an alignment head refuses "head"."""
     rng = random.Random(0)  # long sentences, where the two kinds of links part somewhere
     sentences = [" ".join(f"w{rng.randint(1, 9)}" for _ in range(8)) for _ in range(24)]
-    want = translator.translate(sentences, beam=3, saliency=True)
+    want = translator.translate(sentences, beam=3, links="saliency")
     attention = translator.translate(sentences, beam=3)
     assert [t.alignment for t in want] != [t.alignment for t in attention]
     for k in range(0, len(sentences), 8):
         status, _, body = live.request("/translate", {"texts": sentences[k:k + 8], "beam": 3,
-                                                      "alignment": True, "saliency": True})
+                                                      "alignment": True, "links": "saliency"})
         assert status == 200
         assert [t["text"] for t in body["translations"]] == [t.text for t in want[k:k + 8]]
         assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment]
                                                                   for t in want[k:k + 8]]
     status, _, body = live.request("/translate", {"text": "w1 w2 w3", "beam": 3, "alignment": True,
-                                                  "saliency": True})  # one text, not a list: the same links
-    one = translator.translate(["w1 w2 w3"], beam=3, saliency=True)[0]
+                                                  "links": "saliency"})  # one text: the same links
+    one = translator.translate(["w1 w2 w3"], beam=3, links="saliency")[0]
     assert body["translation"]["alignment"] == [list(x) for x in one.alignment]
     marked = parse("<b>w1</b> w2 w3")
-    t = translator.translate([marked.text], saliency=True)[0]
+    t = translator.translate([marked.text], links="saliency")[0]
     status, _, body = live.request("/translate", {"text": "<b>w1</b> w2 w3", "format": "html",
-                                                  "saliency": True})
+                                                  "links": "saliency"})
     assert status == 200 and body["translation"]["text"] == transfer(marked, t.text, t.alignment)
-    mean = translator.translate(sentences[:8], beam=3, saliency="mean")
+    mean = translator.translate(sentences[:8], beam=3, links="mean")
     status, _, body = live.request("/translate", {"texts": sentences[:8], "beam": 3, "alignment": True,
-                                                  "saliency": "mean"})
+                                                  "links": "mean"})
     assert status == 200
     assert [t["alignment"] for t in body["translations"]] == [[list(x) for x in t.alignment] for t in mean]
-    for bad in ("yes", 1, 0, None, ["mean"]):
-        status, _, body = live.request("/translate", {"text": "w1", "saliency": bad})
-        assert status == 422 and body["field"] == "saliency" and "true, false or" in body["error"]
+    for bad in ("yes", 1, True, ["mean"]):
+        status, _, body = live.request("/translate", {"text": "w1", "links": bad})
+        assert status == 422 and body["field"] == "links" and "expected 'attention' | 'head'" in body["error"]
+    status, _, body = live.request("/translate", {"text": "w1", "links": "head"})
+    assert status == 422 and body["field"] == "links" and "has none (model.alignment_head)" in body["error"]
     int8 = load(reverse_model, device="cpu", quantize="int8")
-    with pytest.raises(ValueError, match="saliency takes gradients"):
-        int8.translate(["w1 w2"], saliency=True)
+    with pytest.raises(ConfigError, match="links: saliency takes gradients"):
+        int8.translate(["w1 w2"], links="saliency")
     with LiveServer(create_app(int8, Limits(max_wait_ms=5))) as server:
-        status, _, body = server.request("/translate", {"text": "w1 w2", "alignment": True, "saliency": True})
-        assert status == 422 and body["field"] == "saliency" and "int8" in body["error"]
+        status, _, body = server.request("/translate", {"text": "w1 w2", "alignment": True,
+                                                        "links": "saliency"})
+        assert status == 422 and body["field"] == "links" and "int8" in body["error"]
         assert server.request("/translate", {"text": "w1 w2", "alignment": True})[0] == 200
 
 
@@ -181,12 +186,13 @@ BAD = [
     (b'{"texts": ["w1", ""]}', 422, "texts[1]", "is empty"),
     (json.dumps({"texts": ["w1"] * 9}).encode(), 422, "texts", "limit is 8"),
     (json.dumps({"text": "w1 " * 100}).encode(), 422, "text", "the limit is 200"),
-    (b'{"text": "w1", "beam": 0}', 422, "beam", "from 1 to 32, got 0"),
-    (b'{"text": "w1", "beam": 33}', 422, "beam", "from 1 to 32, got 33"),
-    (b'{"text": "w1", "beam": "5"}', 422, "beam", "must be an integer"),
-    (b'{"text": "w1", "beam": true}', 422, "beam", "must be an integer"),
-    (b'{"text": "w1", "beam": 2.5}', 422, "beam", "must be an integer"),
-    (b'{"text": "w1", "beam": 2, "n_best": 3}', 422, "n_best", "from 1 to 2, got 3"),
+    (b'{"text": "w1", "beam": 0}', 422, "beam", "beam: must be in 1..256, got 0"),
+    (b'{"text": "w1", "beam": 33}', 422, "beam", "from 1 to 32 here, got 33"),
+    (b'{"text": "w1", "beam": "5"}', 422, "beam", "beam: expected int, got '5'"),
+    (b'{"text": "w1", "beam": true}', 422, "beam", "expected int, got True"),
+    (b'{"text": "w1", "beam": 2.5}', 422, "beam", "expected int, got 2.5"),
+    (b'{"text": "w1", "beam": 2, "n_best": 3}', 422, "n_best", "n_best: must be in 1..beam (2), got 3"),
+    (b'{"text": "w1", "n_best": 0}', 422, "n_best", "n_best: must be in 1..beam"),
     (b'{"text": "w1", "attention": "yes"}', 422, "attention", "true or false"),
     (b'{"text": "w1", "alignment": 1}', 422, "alignment", "alignment must be true or false"),
     (b'{"text": "w1", "beams": 5}', 422, "beams", "unknown field 'beams'"),

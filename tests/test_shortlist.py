@@ -12,8 +12,13 @@ import torch
 from rnnsearch.cli import main
 from rnnsearch.engine.data.vocab import BOS, EOS, PAD, UNK
 from rnnsearch.engine.decode.shortlist import Shortlist, build_shortlist, load_shortlist
-from rnnsearch.engine.decode.translator import load
+from rnnsearch.engine.decode.translator import Translator, load
 from rnnsearch.io import DataError
+
+
+def listed(model: Translator, shortlist: Shortlist) -> Translator:
+    """`model` decoding over `shortlist`."""
+    return Translator(model.cfg, model.model, model.src_tok, model.tgt_tok, model.device, shortlist=shortlist)
 
 
 def test_allowed_is_frequent_plus_each_source_ids_translations_plus_eos_and_unk():
@@ -35,9 +40,9 @@ def test_a_shortlist_of_every_id_translates_exactly_as_the_full_output_layer(rev
     full = model.translate(sources, beam=3, n_best=2)
     every = np.arange(len(model.tgt_tok), dtype=np.int32)  # <s> and <pad> included: the same softmax
     Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}).save(tmp_path / "all.npz")
-    model.shortlist = Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {})
-    listed = model.translate(sources, beam=3, n_best=2)
-    for a, b in zip(full, listed):
+    over = listed(model, Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}))
+    shortlisted = over.translate(sources, beam=3, n_best=2)
+    for a, b in zip(full, shortlisted):
         assert [t.text for t in a] == [t.text for t in b]
         assert [t.score for t in a] == pytest.approx([t.score for t in b], abs=1e-5)
 
@@ -49,12 +54,12 @@ def test_search_produces_only_what_the_shortlist_allows(reverse_model):
     banned = model.tgt_tok.encode(words[0])[0]  # a word many references need
     table = np.full((len(model.src_tok), 1), -1, np.int32)
     frequent = np.array([i for i in range(4, len(model.tgt_tok)) if i != banned], dtype=np.int32)
-    model.shortlist = Shortlist(frequent, table, {})
+    model = listed(model, Shortlist(frequent, table, {}))
     for src, out in zip(sources, _ids(model.translate(sources, beam=3), model)):
         assert banned not in out
         assert len(out) <= 2 * len(src.split()) + 10  # </s> still reachable
     # a one-id shortlist beside </s> and <unk>: fewer ids than the beam is wide
-    model.shortlist = Shortlist(np.array([5], np.int32), table, {})
+    model = listed(model, Shortlist(np.array([5], np.int32), table, {}))
     assert all(set(ids) <= {5, UNK} for ids in _ids(model.translate(sources[:5], beam=3), model))
 
 
@@ -97,7 +102,8 @@ def test_the_command_writes_it_and_decoding_reads_it_or_refuses_others(reverse_m
     assert main(["shortlist", "build", "--model", str(reverse_model), "--out", str(out), "--frequent", "3",
                  "--cooccurrence"]) == 0
     assert str(out) in capsys.readouterr().out
-    shortlist = load_shortlist(out, Path(reverse_model), len(load(reverse_model, device="cpu").src_tok))
+    loaded = load(reverse_model, device="cpu")
+    shortlist = load_shortlist(out, Path(reverse_model), len(loaded.src_tok), loaded.cfg.vocab)
     assert len(shortlist.frequent) == 3 and shortlist.meta["per_source"] == 20
     model = load(reverse_model, device="cpu", shortlist=out)
     assert model.translate(["w1 w2 w3"], beam=3)[0].text == "w3 w2 w1"

@@ -114,8 +114,9 @@ def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsy
 
 
 def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path, capsys):
-    """translate --saliency: the links of each translation come from Translator.force(...,
-    saliency=True) on the source and that very output (no shift), and find the reversal."""
+    """translate --links saliency: the links of each translation come from Translator.force(...,
+    links="saliency") on the source and that very output (no shift), and find the reversal; the
+    older --saliency [mean] spells the same."""
     from conftest import TOY
 
     from rnnsearch.cli import main
@@ -125,16 +126,17 @@ def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path,
     model = rnnsearch.load(reverse_model, device="cpu")
     sources, _ = toy_pairs(8, "reverse", seed=9, **TOY)
     plain = model.translate(sources)
-    model.saliency_links = True
-    salient = model.translate(sources)
+    salient = model.translate(sources, links="saliency")
     assert [t.text for t in salient] == [t.text for t in plain]
-    forced = model.force(sources, [t.text for t in salient], saliency=True)
+    forced = model.force(sources, [t.text for t in salient], links="saliency")
     for t, rows in zip(salient, forced):
         assert t.aligned == rows
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
     base = ["translate", "--model", str(reverse_model), "--input", str(tmp_path / "in.txt"), "--alignment"]
-    assert main(base + ["--saliency"]) == 0
+    assert main(base + ["--links", "saliency"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert main(base + ["--saliency"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
     right = total = 0
     for source, line in zip(sources, lines):
         text, links = line.split(" ||| ")
@@ -143,15 +145,18 @@ def test_saliency_links_are_the_saliency_of_each_output(reverse_model, tmp_path,
         right += sum(i == n - 1 - j for i, j in sure)
         total += len(sure)
     assert right / total > 0.8  # the reversal's anti-diagonal
-    assert main(base + ["--saliency", "--quantize", "int8"]) == 2
-    assert "--saliency takes gradients" in capsys.readouterr().err
-    # --saliency mean: the links of the mean of the attention and saliency rows of each output
-    model.saliency_links = "mean"
-    mean = model.translate(sources)
-    assert main(base + ["--saliency", "mean"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [parse_pharaoh(line.split(" ||| ")[1])[0] for line in lines] == [set(t.alignment) for t in mean]
-    assert [t.aligned for t in mean] == model.force(sources, [t.text for t in mean], saliency="mean")
+    assert main(base + ["--links", "saliency", "--quantize", "int8"]) == 2
+    assert "--links: saliency takes gradients" in capsys.readouterr().err
+    assert main(base + ["--links", "saliency", "--saliency", "mean"]) == 2
+    assert "--saliency mean is --links mean" in capsys.readouterr().err
+    # --links mean: the links of the mean of the attention and saliency rows of each output
+    mean = model.translate(sources, links="mean")
+    for flags in (["--links", "mean"], ["--saliency", "mean"]):
+        assert main(base + flags) == 0
+        lines = capsys.readouterr().out.splitlines()
+        got = [parse_pharaoh(line.split(" ||| ")[1])[0] for line in lines]
+        assert got == [set(t.alignment) for t in mean]
+    assert [t.aligned for t in mean] == model.force(sources, [t.text for t in mean], links="mean")
 
 
 def test_alignment_with_n_best_links_every_hypothesis(tmp_path, capsys):
@@ -188,7 +193,7 @@ def _fake_decode(monkeypatch, tokens: list[int], rows: list[list[float]]):
         rev = self.cfg.data.reverse_source
         attention = [row[::-1] if rev else row for row in rows]  # as the model read the source
         return [[Hypothesis(list(tokens), -1.0, -2.0, attention if options.with_attention else None)]
-                * options.n_best for _ in pieces]
+                * options.decode.n_best for _ in pieces]
 
     monkeypatch.setattr(Translator, "_decode", decode)
 
@@ -278,3 +283,54 @@ def test_format_html_carries_tags_to_the_aligned_words(reverse_model, tmp_path, 
     assert main(["translate", "--model", str(reverse_model), "--input", str(tmp_path / "one.txt"),
                  "--format", "html", "--n-best", "2", "--beam", "2"]) == 2
     assert "does not combine" in capsys.readouterr().err
+
+
+def test_a_bad_decoding_option_is_named_as_its_caller_spells_it(reverse_model, tmp_path, capsys):
+    """Every decoding option goes through config.decode_options: one check, whose error names the
+    option as the caller gave it (Python keyword, CLI flag, config key; serve's field: test_serve)."""
+    from rnnsearch.cli import main
+    from rnnsearch.config import ConfigError, config_from_dict
+
+    model = rnnsearch.load(reverse_model, device="cpu")
+    for kwargs, message in (({"beam": 0}, "beam: must be in 1..256, got 0"),
+                            ({"beam": 257}, "beam: must be in 1..256, got 257"),
+                            ({"beam": "5"}, "beam: expected int, got '5'"),
+                            ({"beam": 2, "n_best": 3}, "n_best: must be in 1..beam (2), got 3"),
+                            ({"alpha": -0.5}, "alpha: must be >= 0"),
+                            ({"max_len_ratio": 0}, "max_len_ratio: must be positive"),
+                            ({"batch_size": 0}, "batch_size: must be >= 1, got 0"),
+                            ({"max_source_len": 0}, "max_source_len: must be >= 1"),
+                            ({"precision": "fp16"}, "precision: expected one of 'auto'"),
+                            ({"links": "both"}, "links: expected 'attention' | 'head' | 'saliency' | 'mean'"),
+                            ({"links": "head"}, "links: 'head' reads the alignment head, and"),
+                            ({"saliency": True}, "saliency: not a decoding option (known: beam,")):
+        with pytest.raises(ConfigError) as caught:
+            model.translate(["w1 w2"], **kwargs)
+        assert message in str(caught.value)
+    (tmp_path / "in.txt").write_text("w1 w2\n")
+    base = ["translate", "--model", str(reverse_model), "--input", str(tmp_path / "in.txt")]
+    for flags, message in ((["--beam", "0"], "--beam: must be in 1..256, got 0"),
+                           (["--beam", "3", "--n-best", "4"], "--n-best: must be in 1..beam (3), got 4"),
+                           (["--batch-size", "0"], "--batch-size: must be >= 1, got 0"),
+                           (["--links", "head"], "--links: 'head' reads the alignment head")):
+        assert main(base + flags) == 2
+        assert message in capsys.readouterr().err
+    for override, message in (("decode.beam=0", "decode.beam: must be in 1..256, got 0"),
+                              ("decode.alpha=-1", "decode.alpha: must be >= 0"),
+                              ("decode.batch_size=0", "decode.batch_size: must be >= 1"),
+                              ("decode.links=both", "decode.links: expected 'attention' | 'head'")):
+        with pytest.raises(ConfigError) as caught:
+            config_from_dict({}, [override], source="run.yaml")
+        assert f"run.yaml: {message}" in str(caught.value)
+    # a model's own decode section is the default of every caller, checked as given
+    assert model.options(beam=3).n_best == 1 and model.options().beam == model.cfg.decode.beam
+
+
+def test_the_links_option_picks_the_rows_and_the_default_is_the_attention_without_a_head(reverse_model):
+    model = rnnsearch.load(reverse_model, device="cpu")
+    assert model.link_rows(None) == "attention" and model.link_rows("mean") == "mean"
+    plain = model.translate(["w1 w2 w3"])[0]
+    assert plain.aligned is None
+    assert plain.alignment == model.translate(["w1 w2 w3"], links="attention")[0].alignment
+    salient = model.translate(["w1 w2 w3"], links="saliency")[0]
+    assert salient.aligned == model.force(["w1 w2 w3"], [salient.text], links="saliency")[0]

@@ -205,8 +205,16 @@ class TrainConfig:
             self.eps = 1e-6 if self.optimizer == "adadelta" else 1e-8
 
 
+MAX_BEAM = 256
+LINKS = ("attention", "head", "saliency", "mean")  # where decode.links reads word links from
+
+
 @dataclass
 class DecodeConfig:
+    """Every decoding option, with its default; :meth:`problem` is the one check of their
+    ranges, and :func:`decode_options` the one way a caller's values (a CLI flag, an HTTP field,
+    a Python keyword) are set over a model's (nn.search.SearchOptions reads them from here)."""
+
     beam: int = 5  # beam width (1: greedy)
     alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
@@ -218,6 +226,21 @@ class DecodeConfig:
     # bf16: matrix products in bf16 (autocast), log-softmax in fp32; auto: bf16 where it
     # measures faster on this machine, else fp32 (engine/precision.py)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # the rows word links (alignment, html tags, replace-unk) are read from: the attention, the
+    # alignment head (model.alignment_head), gradient x input saliency, or the mean of saliency and
+    # the attention (the head's where the model has one); None: the head where the model has one,
+    # else the attention (engine/decode/translator.py)
+    links: Optional[Literal["attention", "head", "saliency", "mean"]] = None
+
+    def problem(self) -> Optional[tuple[str, str]]:
+        """(option, what is wrong) for the first value out of its range, or None."""
+        checks = (("beam", 1 <= self.beam <= MAX_BEAM, f"must be in 1..{MAX_BEAM}"),
+                  ("n_best", 1 <= self.n_best <= self.beam, f"must be in 1..beam ({self.beam})"),
+                  ("alpha", 0.0 <= self.alpha < float("inf"), "must be >= 0 (0: raw log-probability)"),
+                  ("max_len_ratio", 0.0 < self.max_len_ratio < float("inf"), "must be positive"),
+                  ("batch_size", self.batch_size >= 1, "must be >= 1"),
+                  ("max_source_len", self.max_source_len >= 1, "must be >= 1"))
+        return next(((key, why) for key, ok, why in checks if not ok), None)
 
 
 @dataclass
@@ -399,9 +422,9 @@ def _validate(cfg: Config, source: str) -> None:
     need(t.save_every_minutes >= 0, "train.save_every_minutes", "must be >= 0 (0: off)")
     need(t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
          "train.device", f"expected auto, cpu, cuda or cuda:N, got {t.device!r}")
-    need(1 <= d.beam <= 256, "decode.beam", "must be in 1..256")
-    need(1 <= d.n_best <= d.beam, "decode.n_best", "must be in 1..beam")
-    need(d.max_len_ratio > 0, "decode.max_len_ratio", "must be positive")
+    bad = d.problem()
+    if bad is not None:
+        need(False, f"decode.{bad[0]}", f"{bad[1]}, got {getattr(d, bad[0])!r}")
     need(cfg.data.max_len >= 1, "data.max_len", "must be >= 1")
     need(cfg.data.prepare_workers >= 0, "data.prepare_workers", "must be >= 0 (0: every core)")
     need(v.sample_pairs >= 0, "vocab.sample_pairs", "must be >= 0 (0: every pair)")
@@ -452,6 +475,28 @@ def config_from_dict(raw: dict, overrides: Sequence[str] = (), source: str = "co
     cfg = _build(Config, raw, "", source)
     _validate(cfg, source)
     return cfg
+
+
+def decode_options(base: DecodeConfig, overrides: dict[str, Any],
+                   name: Callable[[str], str] = str) -> DecodeConfig:
+    """`base` with every value of `overrides` that is not None set over it: the one path of a
+    decoding option from where a caller gives it. A value of the wrong type or out of range
+    raises ConfigError naming the option as the caller spells it: `name` maps a key of
+    DecodeConfig to that (str: the Python keyword; a CLI gives "--beam", serve the field)."""
+    hints = typing.get_type_hints(DecodeConfig)
+    values = {}
+    for key, value in overrides.items():
+        if key not in hints:
+            known = ", ".join(f.name for f in dataclasses.fields(DecodeConfig))
+            raise ConfigError(f"{name(key)}: not a decoding option (known: {known})")
+        if value is not None:
+            values[key] = _coerce(value, hints[key], name(key))
+    options = dataclasses.replace(base, **values)
+    bad = options.problem()
+    if bad is not None:
+        key, why = bad
+        raise ConfigError(f"{name(key)}: {why}, got {_show(getattr(options, key))}")
+    return options
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:

@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from rnnsearch.cli.common import read_input
+from rnnsearch.cli.common import add_links, flag, links_of, read_input
+from rnnsearch.config import ConfigError
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned
 
 
@@ -22,7 +23,7 @@ def add_attention_views(sub) -> None:
         p.add_argument("--lines", help="comma-separated 1-based line numbers (default: all non-empty)")
         p.add_argument("--target",
                        help="show attention while forced to these translations (teacher forcing)")
-        p.add_argument("--beam", type=int, default=5)
+        p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
         p.add_argument("--subwords", action="store_true",
                        help="keep subword pieces (default: merge to words)")
         p.add_argument("--device", default="auto")
@@ -58,7 +59,8 @@ def attention_records(args) -> tuple[list[int], list[dict]]:
         for n, weights in zip(picked, forced):
             results.append((weights, *model.labels(sources[n - 1], targets[n - 1])))
     else:
-        translations = model.translate([sources[n - 1] for n in picked], beam=args.beam)
+        options = model.options(name=flag, beam=args.beam, n_best=1)
+        translations = model.translate([sources[n - 1] for n in picked], options)
         results = [(t.attention, t.source_tokens, t.tokens + ["</s>"]) for t in translations]
     records = []
     for weights, src_tokens, tgt_tokens in results:
@@ -102,14 +104,11 @@ def add_align(sub) -> None:
     p.add_argument("--tgt", required=True, help="their translations, whitespace-tokenised words")
     p.add_argument("--method", default="argmax", choices=["argmax", "threshold"])
     p.add_argument("--threshold", type=float, default=0.3, help="threshold method: weight for a link")
-    p.add_argument("--shift", type=int, default=0, choices=[0, 1],
+    p.add_argument("--shift", type=int, choices=[0, 1],
                    help="1: link target word y_i by alpha_{i+1} (computed after the decoder read y_i) "
-                        "instead of alpha_i (computed from s_{i-1}, before it); choose on held-out data")
-    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
-                   help="links from gradient x input saliency (how much each source word's embedding "
-                        "moves log p of each target word) instead of the attention weights; "
-                        "--saliency mean: from the mean of the two (of the alignment head and the "
-                        "saliency, where the model has a head: the best links of a guided model)")
+                        "instead of alpha_i (computed from s_{i-1}, before it); choose on held-out data "
+                        "(default: the shift the models were guided with, train.guided_alignment_shift)")
+    add_links(p, "the weights links are made from")
     p.add_argument("--reverse-model", metavar="DIR", action="append",
                    help="a model of the other direction (tgt->src): align both ways and symmetrise "
                         "(repeat it for an ensemble, as --model)")
@@ -130,17 +129,24 @@ def add_align(sub) -> None:
     p.set_defaults(func=cmd_align)
 
 
-# --saliency's value as Translator.force takes it
-SALIENCY: dict[str | None, bool | str] = {None: False, "alone": True, "mean": "mean"}
-
-
-def _word_attention(model_dirs: list[str], sources: list[str], targets: list[str], args, where: str) -> list:
-    """Teacher-forced word attention per pair, averaged over the models in `model_dirs`."""
+def _word_attention(model_dirs: list[str], sources: list[str], targets: list[str], args,
+                    where: str) -> tuple[list, int]:
+    """Teacher-forced word attention per pair, averaged over the models in `model_dirs`, and the
+    row that links y_i in it: --shift, else the one the models were guided with (their
+    Translator.link_shift, which must agree)."""
     from rnnsearch.engine.align.links import mean_weights, word_attention
     from rnnsearch.engine.decode.translator import load
 
-    return mean_weights([word_attention(load(d, device=args.device), sources, targets, where,
-                                        saliency=SALIENCY[args.saliency]) for d in model_dirs])
+    links, runs, shifts = links_of(args, "align"), [], set()
+    for d in model_dirs:
+        model = load(d, device=args.device)
+        model.options(name=flag, links=links)  # a head the model lacks: named before any work
+        runs.append(word_attention(model, sources, targets, where, links=links))
+        shifts.add(model.link_shift(links))
+    if args.shift is None and len(shifts) > 1:
+        raise ConfigError(f"align: the models {', '.join(model_dirs)} were guided with different shifts "
+                          "(train.guided_alignment_shift): give --shift")
+    return mean_weights(runs), args.shift if args.shift is not None else shifts.pop()
 
 
 def _plain(text: str) -> str:
@@ -165,16 +171,18 @@ def cmd_align(args) -> None:
     src_in, tgt_in = src, tgt
     if args.strip_accents:
         src_in, tgt_in = [_plain(s) for s in src], [_plain(t) for t in tgt]
-    words = _word_attention(args.model, src_in, tgt_in, args, args.src)
-    hard = (args.method, args.threshold, args.shift)
-    back = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt) if args.reverse_model else None
+    words, shift = _word_attention(args.model, src_in, tgt_in, args, args.src)
+    hard = (args.method, args.threshold)
+    back, back_shift = None, shift
+    if args.reverse_model:
+        back, back_shift = _word_attention(args.reverse_model, tgt_in, src_in, args, args.tgt)
     if back is None:
-        links = [attention_links(w, *hard) for w in words]
+        links = [attention_links(w, *hard, shift) for w in words]
     elif args.symmetrize == "soft":
-        links = [soft_links(f, b, *hard) for f, b in zip(words, back)]
+        links = [soft_links(f, b, *hard, shift, back_shift) for f, b in zip(words, back)]
     else:
-        links = [symmetrize(attention_links(f, *hard), flip(attention_links(b, *hard)), args.symmetrize)
-                 for f, b in zip(words, back)]
+        links = [symmetrize(attention_links(f, *hard, shift), flip(attention_links(b, *hard, back_shift)),
+                            args.symmetrize) for f, b in zip(words, back)]
     text = "\n".join(format_pharaoh(x) for x in links) + "\n"
     if args.out:
         atomic_write_text(args.out, text)
@@ -184,14 +192,15 @@ def cmd_align(args) -> None:
         read = read_naacl if args.gold_format == "naacl" else read_pharaoh_file
         sure, possible = read(args.gold, len(src))
         scores = aer(links, sure, possible)
-        scores.update(method=args.method, shift=args.shift, sentences=len(src))
+        scores.update(method=args.method, shift=shift, sentences=len(src))
         if args.method == "threshold":
             scores["threshold"] = args.threshold
         if args.reverse_model:
             scores["symmetrize"] = args.symmetrize
         if len(args.model) > 1 or len(args.reverse_model or ()) > 1:
             scores["ensemble"] = [len(args.model), len(args.reverse_model or ())]
-        if args.saliency:
-            scores["weights"] = {"alone": "saliency", "mean": "attention+saliency"}[args.saliency]
+        chosen = links_of(args, "align")
+        if chosen:
+            scores["weights"] = {"saliency": "saliency", "mean": "attention+saliency"}.get(chosen, chosen)
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()}
         print(json.dumps(shown, indent=2))

@@ -1,9 +1,10 @@
-"""What several commands share: reading input lines, drawing attention in a terminal."""
+"""What several commands share: reading input lines, the decoding flags, drawing attention in a terminal."""
 
 from __future__ import annotations
 
 import sys
 
+from rnnsearch.config import LINKS, ConfigError
 from rnnsearch.io import DataError, EmptyFileError, read_lines
 
 
@@ -47,3 +48,30 @@ def ascii_attention(tr) -> str:
         cells = " ".join(f"{shades[min(9, int(w * 10))] * 4}" for w in weights)
         rows.append(f"  {word[:6]:>6} {cells}")
     return "\n".join(rows)
+
+
+def flag(key: str) -> str:
+    """The command-line flag of a decoding option (config.DecodeConfig): n_best -> --n-best."""
+    return "--" + key.replace("_", "-")
+
+
+def add_links(p, rows: str) -> None:
+    """--links (decode.links) and its older spelling --saliency [mean]."""
+    p.add_argument("--links", choices=list(LINKS),
+                   help=f"where {rows} come from: the attention; the alignment head (a model trained with "
+                        "one); gradient x input saliency of each output word (far better from an unguided "
+                        "model, docs/alignment.md; one backward pass per output word); or the mean of the "
+                        "saliency and the attention (the head's where the model has one: with a guided "
+                        "head, better than either). Default: the head where the model has one, else the "
+                        "attention")
+    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
+                   help="the same as --links saliency (--saliency mean: --links mean)")
+
+
+def links_of(args, command: str) -> str | None:
+    """The --links a command was given (--saliency read as its alias), or None: the model's."""
+    alias = {None: None, "alone": "saliency", "mean": "mean"}[args.saliency]
+    if alias and args.links and alias != args.links:
+        raise ConfigError(f"{command}: --saliency{' mean' if alias == 'mean' else ''} is --links {alias}, "
+                          f"and --links {args.links} was given too: give one")
+    return args.links or alias

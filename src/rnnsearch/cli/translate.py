@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from rnnsearch.cli.attention import SALIENCY
-from rnnsearch.cli.common import add_quantize, read_input
+from rnnsearch.cli.common import add_links, add_quantize, flag, links_of, read_input
 from rnnsearch.config import ConfigError
-from rnnsearch.engine.align.links import DEFAULT_SHIFT, format_pharaoh, format_soft, hard_links, read_lexicon
+from rnnsearch.engine.align.links import format_pharaoh, format_soft, hard_links, read_lexicon
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
 
 log = logging.getLogger("rnnsearch")
@@ -23,23 +22,20 @@ def add_translate(sub) -> None:
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
-    p.add_argument("--n-best", type=int, default=1,
-                   help="print N hypotheses per line as index<TAB>score<TAB>text")
-    p.add_argument("--batch-size", type=int, help="sentences per batch")
+    p.add_argument("--n-best", type=int,
+                   help="print N hypotheses per line as index<TAB>score<TAB>text (default: decode.n_best)")
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
     p.add_argument("--alignment", nargs="?", const="hard", choices=["hard", "soft"],
                    help="append ' ||| ' and the links to every output line: hard (the default), "
                    "Pharaoh i-j pairs, source word i, target word j, 0-based, one per target word; "
                    "soft, j:i=w,i=w groups of attention weights (docs/alignment.md)")
-    p.add_argument("--saliency", nargs="?", const="alone", choices=["alone", "mean"],
-                   help="links (--alignment, --format html, --replace-unk) from gradient x input saliency "
-                        "of each output word instead of the attention: far better from an unguided model "
-                        "(docs/alignment.md), one backward pass per output word; --saliency mean: from "
-                        "the mean of the two (with a guided alignment head, better than either)")
-    p.add_argument("--alignment-shift", type=int, choices=[0, 1], default=DEFAULT_SHIFT,
-                   help="1: link target word y_i by alpha_{i+1} instead of alpha_i (the default, "
-                   "better on the Hansards trial sentences; docs/alignment.md); also for --replace-unk")
+    add_links(p, "the links (--alignment, --format html, --replace-unk)")
+    p.add_argument("--alignment-shift", type=int, choices=[0, 1],
+                   help="1: link target word y_i by alpha_{i+1} instead of alpha_i; also for --replace-unk "
+                   "(default: the model's train.guided_alignment_shift, 0 for an unguided model: better "
+                   "on the Hansards trial sentences; docs/alignment.md)")
     p.add_argument("--subwords", action="store_true",
                    help="with --alignment: link subword pieces (indices over pieces), not words")
     p.add_argument("--replace-unk", action="store_true",
@@ -65,30 +61,25 @@ def cmd_translate(args) -> None:
 
     if args.lexicon and not args.replace_unk:
         raise ConfigError("translate: --lexicon is the table of --replace-unk: give both")
-    if args.saliency and args.quantize != "none":
-        raise ConfigError("translate: --saliency takes gradients of the model, which int8 products do not "
-                          "have: leave out --quantize int8")
     if args.subwords and not args.alignment:
         raise ConfigError("translate: --subwords chooses the units of --alignment: give both")
     lexicon = read_lexicon(args.lexicon) if args.lexicon else None
+    links = links_of(args, "translate")
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
                      shortlist=args.shortlist)
-    model.saliency_links = SALIENCY[args.saliency]
-    beam = args.beam if args.beam is not None else model.cfg.decode.beam
-    if beam < 1 or not 1 <= args.n_best <= beam:
-        raise ConfigError(f"translate: need 1 <= --n-best <= --beam, got --n-best {args.n_best} "
-                          f"--beam {beam}")
+    options = model.options(name=flag, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
+                            precision=args.precision, links=links)
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
-        flag = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
-        raise ConfigError(f"translate: {flag} reads the attention, and {args.model} is an RNNencdec "
+        flag_ = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
+        raise ConfigError(f"translate: {flag_} reads the attention, and {args.model} is an RNNencdec "
                           "model: it has none")
     lines = read_input(args.input)
     if args.format == "html":
-        return write_output(args.output, translate_html(model, lines, args, lexicon))
-    results = model.translate(lines, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
-                              attention=bool(args.attention or linked), precision=args.precision)
-    nbests = results if args.n_best > 1 else [[t] for t in results]
+        return write_output(args.output, translate_html(model, lines, args, lexicon, options))
+    results = model.translate(lines, options, attention=bool(args.attention or linked))
+    n_best = options.n_best
+    nbests = results if n_best > 1 else [[t] for t in results]
     if args.replace_unk:
         nbests = [[t.replace_unk(lexicon, args.alignment_shift, model.cfg.data.lowercase) for t in nb]
                   for nb in nbests]
@@ -98,7 +89,7 @@ def cmd_translate(args) -> None:
             line = t.text
             if args.alignment:
                 line += " ||| " + alignment_text(t, args.alignment, args.subwords, args.alignment_shift)
-            out.append(f"{i}\t{t.score:.4f}\t{line}" if args.n_best > 1 else line)
+            out.append(f"{i}\t{t.score:.4f}\t{line}" if n_best > 1 else line)
     write_output(args.output, out)
     if args.attention:
         write_attention_jsonl(args.attention, [nb[0] for nb in nbests])
@@ -114,18 +105,17 @@ def write_output(path: Optional[str], lines: list[str]) -> None:
         sys.stdout.flush()
 
 
-def translate_html(model, lines: list[str], args, lexicon) -> list[str]:
+def translate_html(model, lines: list[str], args, lexicon, options) -> list[str]:
     """``translate --format html``: the lines' text translated, their tags carried across by the
     translation's word links (engine/decode/markup.py); --replace-unk applies to the text."""
     from rnnsearch.engine.decode.markup import translate_markup
 
-    if args.n_best > 1 or args.alignment or args.attention:
+    if options.n_best > 1 or args.alignment or args.attention:
         raise ConfigError("translate: --format html writes one translated line per input line; it does "
                           "not combine with --n-best, --alignment or --attention")
 
     def translate(plain: list[str]) -> list[tuple[str, list[tuple[int, int]]]]:
-        results = model.translate(plain, beam=args.beam, batch_size=args.batch_size, attention=True,
-                                  precision=args.precision)
+        results = model.translate(plain, options, attention=True)
         if args.replace_unk:
             lowercase = model.cfg.data.lowercase
             results = [t.replace_unk(lexicon, args.alignment_shift, lowercase) for t in results]
@@ -134,9 +124,10 @@ def translate_html(model, lines: list[str], args, lexicon) -> list[str]:
     return translate_markup(lines, translate)
 
 
-def alignment_text(t, kind: str, subwords: bool, shift: int) -> str:
+def alignment_text(t, kind: str, subwords: bool, shift: int | None) -> str:
     """What follows " ||| " on a line of ``translate --alignment``: Pharaoh links (hard) or
-    alignment.format_soft's groups (soft); empty where the translation has no attention."""
+    alignment.format_soft's groups (soft); empty where the translation has no attention.
+    `shift` None: the model's (Translation.shift)."""
     rows = t.alignment_weights(subwords, shift)
     if rows is None:
         return ""
@@ -153,8 +144,8 @@ def add_evaluate(sub) -> None:
     p.add_argument("--ref", required=True)
     p.add_argument("--hyp", action="append", help="score this hypothesis file instead (repeatable)")
     p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--beam", type=int, help="beam size (default: each model's decode.beam)")
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--tokenize", help="sacrebleu tokenizer (default: the model's data.bleu_tokenize, "
                    "else 13a; zh for Chinese)")
     p.add_argument("--by-length", action="store_true",
@@ -193,13 +184,14 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
             keep = no_unk_subset(src, ref, model.source_ids, model.target_ids)
             log.info("--no-unk: %s of %s sentences have no unknown word in source or reference (by the "
                      "vocabulary of %s)", f"{len(keep):,}", f"{len(src):,}", model_dir)
+        options = model.options(name=flag, beam=args.beam, batch_size=args.batch_size,
+                                precision=args.precision, n_best=1)
         start = time.time()
-        translations = model.translate(src, beam=args.beam, batch_size=args.batch_size, attention=False,
-                                       precision=args.precision)
+        translations = model.translate(src, options, attention=False)
         seconds = time.time() - start
         hyp = [t.text for t in translations]
-        entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": args.beam,
-                 "precision": model.resolve_precision(args.precision), "quantize": args.quantize,
+        entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": options.beam,
+                 "precision": model.resolve_precision(options.precision), "quantize": args.quantize,
                  "shortlist": args.shortlist, "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word" and not args.no_unk:  # the No-UNK score beside the full one

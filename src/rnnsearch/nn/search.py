@@ -30,23 +30,33 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
+from rnnsearch.config import DecodeConfig, decode_options
 from rnnsearch.nn.model import BOS, EOS, PAD, Encoded
 
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """How a search runs. `early_stop`: see :func:`beam_search`."""
+    """How a search runs: the decoding options it reads from `decode` (beam K, alpha,
+    max_len_ratio, n_best; their defaults and checks are config.DecodeConfig's), whether to keep
+    each hypothesis's attention rows, and `early_stop` (see :func:`beam_search`)."""
 
-    beam: int = 5  # K: hypotheses kept per sentence (1: greedy)
-    alpha: float = 1.0  # rank by log-probability / length**alpha (0: raw log-probability)
-    max_len_ratio: float = 2.0  # a sentence's output ends by ratio * source length + 10 tokens
-    n_best: int = 1  # hypotheses returned per sentence, best first
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
     with_attention: bool = True  # keep each hypothesis's attention rows
     early_stop: Optional[bool] = None  # None: only where it cannot change the result (alpha 0)
+
+    def __post_init__(self) -> None:
+        decode_options(self.decode, {})  # the one check of the values, however they were made
+
+    @classmethod
+    def of(cls, with_attention: bool = True, early_stop: Optional[bool] = None,
+           **decode: Any) -> SearchOptions:
+        """Options from keywords: `decode` any of config.DecodeConfig's (beam=3, alpha=0.0, ...),
+        the others at their defaults."""
+        return cls(decode_options(DecodeConfig(), decode), with_attention, early_stop)
 
 
 @dataclass
@@ -58,12 +68,10 @@ class Hypothesis:
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, *, beam: int = 5, alpha: float = 1.0,
-                max_len_ratio: float = 2.0, n_best: int = 1, with_attention: bool = True,
-                batch_size: Optional[int] = None,
-                early_stop: Optional[bool] = None) -> list[list[Hypothesis]]:
+def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, options: Optional[SearchOptions] = None,
+                *, batch_size: Optional[int] = None, **settings: Any) -> list[list[Hypothesis]]:
     """Decode a batch of sources; returns, per sentence, its `n_best` hypotheses best first.
-    The keyword arguments other than `batch_size` are those of :class:`SearchOptions`.
+    `options`, or as keywords `settings` those of :meth:`SearchOptions.of` (beam=5, alpha=1.0, ...).
 
     src, src_mask: (B, S). The model must provide ``encode`` and ``step``. At most `batch_size`
     sentences (default: all B) decode at once, the next joining as others finish.
@@ -75,9 +83,11 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, *, beam: int =
     length normalisation a growing hypothesis can overtake, and on Multi30k stopping early cost
     BLEU (docs/benchmarks.md has how much), so by default the search goes on.
     """
+    if options is not None and settings:
+        raise TypeError(f"beam_search: give options or keywords, not both ({', '.join(settings)})")
+    options = options or SearchOptions.of(**settings)
     size = max(1, batch_size or src.size(0))
     chunks = (_trim(src[i:i + size], src_mask[i:i + size]) for i in range(0, src.size(0), size))
-    options = SearchOptions(beam, alpha, max_len_ratio, n_best, with_attention, early_stop)
     out: list = [None] * src.size(0)
     for k, hyps in search_stream(model, chunks, options, capacity=size):
         out[k] = hyps
@@ -183,14 +193,14 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
     in flight (taken again as sentences join or leave)."""
     grouped, step = step is None, step or model.step  # a stand-in step gets K copies of each encoding
-    K, alpha, n_best, neg_inf = options.beam, options.alpha, options.n_best, float("-inf")
+    d, neg_inf = options.decode, float("-inf")
+    K, alpha, n_best = d.beam, d.alpha, d.n_best
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
-    queue = _Queue(model, iter(chunks), K, options.max_len_ratio, shortlist, grouped)
+    queue = _Queue(model, iter(chunks), K, d.max_len_ratio, shortlist, grouped)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
-        n = live.n
-        scores, lengths, finished = live.scores, live.lengths, live.finished
+        n, scores, lengths, finished = live.n, live.scores, live.lengths, live.finished
         # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
         unfinished = (~finished).nonzero().squeeze(1)
         growing = None if unfinished.numel() == n * K else unfinished

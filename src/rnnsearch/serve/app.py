@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from rnnsearch.config import ConfigError
 from rnnsearch.io import DataError
 from rnnsearch.serve.batching import Batcher, Limits
 from rnnsearch.serve.compat import Context, Fields
@@ -65,13 +66,14 @@ def _served(translators: list[tuple[str | None, Any]], limits: Limits, beam: int
             log.warning("%s: languages unknown; name them (--model de-en=DIR) for the LibreTranslate "
                         "and DeepL APIs", model_dir)
             source, target = "src", "tgt"
-        default_beam = beam if beam is not None else translator.cfg.decode.beam
-        if not 1 <= default_beam <= limits.max_beam:
-            raise ValueError(f"beam must be from 1 to {limits.max_beam}, got {default_beam}")
-        info = dict(model_info(translator, default_beam, limits), source=source, target=target,
+        decode = translator.options(beam=beam)
+        if decode.beam > limits.max_beam:
+            raise ConfigError(f"beam: must be from 1 to {limits.max_beam} (the server's max_beam), "
+                              f"got {decode.beam}")
+        info = dict(model_info(translator, decode, limits), source=source, target=target,
                     memory_bytes=weight_bytes(translator))
         out.append(Served(name or f"{source}-{target}", source, target, translator,
-                          Batcher(translator.translate, limits), default_beam, info))
+                          Batcher(translator.translate, limits), decode, info))
     return out
 
 
@@ -121,7 +123,7 @@ def create_app(translators, limits: Limits | None = None, beam: int | None = Non
         m.batcher.on_batch = metrics.batch_observer(m.name) if metrics else None
     default = models.default
     page = explorer_html([], lang=lang, live=True, font_text=font_text(default.translator),
-                         default_beam=default.beam)
+                         default_beam=default.decode.beam)
     info = dict(default.info, models={m.name: m.info for m in models.models})
 
     @asynccontextmanager

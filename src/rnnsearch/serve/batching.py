@@ -15,7 +15,9 @@ import logging
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, replace
+
+from rnnsearch.config import DecodeConfig
 
 log = logging.getLogger("rnnsearch")
 
@@ -34,27 +36,31 @@ class Limits:
 @dataclass
 class Query:
     texts: list[str]
-    beam: int
-    n_best: int
+    decode: DecodeConfig  # its decoding options (beam, n_best, links), checked by Translator.options
     attention: bool
     single: bool  # {"text": ...} rather than {"texts": [...]}
     alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
     markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
     model: str | None = None  # the native API's "model": the name of the loaded model asked for
-    saliency: bool | str = False  # links (alignment, html tags) from saliency, or "mean" (Translator.force)
 
 
 @dataclass
 class _Job:
     query: Query
     future: asyncio.Future
-    params: tuple = field(init=False)
+    decode: DecodeConfig = field(init=False)  # what it is decoded with: jobs alike decode together
+    attention: bool = field(init=False)
 
     def __post_init__(self):
         # the attention is decoded for links too; what a request gets back is native.translation_json's
         q = self.query
-        links = q.alignment or q.markup is not None
-        self.params = (q.beam, q.n_best, q.attention or links, q.saliency if links else False)
+        linked = q.alignment or q.markup is not None
+        self.decode = q.decode if linked else replace(q.decode, links=None)  # no links: none computed
+        self.attention = q.attention or linked
+
+    @property
+    def params(self) -> tuple:
+        return (astuple(self.decode), self.attention)
 
 
 class QueueFull(Exception):
@@ -118,15 +124,14 @@ class Batcher:
             groups: dict[tuple, list[_Job]] = {}
             for job in jobs:
                 groups.setdefault(job.params, []).append(job)
-            for (beam, n_best, attention, saliency), group in groups.items():
+            for group in groups.values():
                 live = [j for j in group if not j.future.done()]  # a client that left is not decoded
                 texts = [t for j in live for t in j.query.texts]
+                decode = replace(group[0].decode, batch_size=self.limits.max_batch)
                 try:
                     results = await loop.run_in_executor(
                         self.executor,
-                        functools.partial(self.translate, texts, beam=beam, n_best=n_best,
-                                          attention=attention, batch_size=self.limits.max_batch,
-                                          saliency=saliency),
+                        functools.partial(self.translate, texts, decode, attention=group[0].attention),
                     ) if texts else []
                     self.batches += 1
                     if self.on_batch is not None and texts:

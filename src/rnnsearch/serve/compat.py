@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from rnnsearch.serve.batching import Limits, Query
@@ -106,7 +106,7 @@ async def translate_texts(served: Served, texts: list[str], html: bool, alternat
     """(translation, alternatives) of each text through the model's batcher (QueueFull passes up).
     html: each text is one unit, its tags carried across (engine/decode/markup.py); else its lines are."""
     n_best = alternatives + 1
-    beam = min(max(served.beam, n_best), served.batcher.limits.max_beam)
+    beam = min(max(served.decode.beam, n_best), served.batcher.limits.max_beam)
     markup = None
     if html:
         from rnnsearch.engine.decode.markup import parse
@@ -119,7 +119,7 @@ async def translate_texts(served: Served, texts: list[str], html: bool, alternat
         slots = _slots([t.split("\n") for t in texts])
         plain = texts
     units = [u for text_slots in slots for u, k in text_slots if k >= 0]
-    query = Query(units, beam, n_best, False, False, markup=markup)
+    query = Query(units, replace(served.decode, beam=beam, n_best=n_best), False, False, markup=markup)
     results = await served.batcher.submit(query) if units else []
     ranked = [_ranked(translation_json(r, query, i), n_best) for i, r in enumerate(results)]
     out: list[tuple[str, list[str]]] = []

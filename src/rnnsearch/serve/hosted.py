@@ -50,7 +50,7 @@ class Served:
     target: str
     translator: Any
     batcher: Batcher
-    beam: int  # the default beam size of its requests
+    decode: Any  # config.DecodeConfig: the default decoding options of its requests
     info: dict
 
 

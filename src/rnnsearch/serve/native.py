@@ -3,9 +3,9 @@
     POST /translate   {"text": "..."} or {"texts": [...]}, optional "beam", "n_best", "attention",
                       "alignment" (true: word links [[source, target], ...] with every translation),
                       "format" ("html": inline tags carried to the aligned words, engine/decode/markup.py),
-                      "saliency" (true: those links from gradient x input saliency, not attention;
-                      "mean": from the mean of the two; slower, the sharper alignment; not with
-                      an int8 model),
+                      "links" (where those links come from, as decode.links: "attention", "head",
+                      "saliency" (gradient x input; slower, the sharper alignment; not with an
+                      int8 model) or "mean"; default the head where the model has one),
                       "model" (the name of a loaded model; default: the first)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
@@ -22,11 +22,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rnnsearch.config import ConfigError
 from rnnsearch.serve.batching import Limits, Query, QueueFull
 
 log = logging.getLogger("rnnsearch")
 
-FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "saliency", "model")
+FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "links", "model")
+DECODING = ("beam", "n_best", "links")  # the fields that are decoding options (config.DecodeConfig)
 
 
 class RequestError(Exception):
@@ -35,13 +37,17 @@ class RequestError(Exception):
         self.status, self.message, self.field = status, message, field
 
 
-def _integer(body: dict, key: str, default: int, low: int, high: int) -> int:
-    value = body.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(422, f"{key} must be an integer from {low} to {high}", key)
-    if not low <= value <= high:
-        raise RequestError(422, f"{key} must be from {low} to {high}, got {value}", key)
-    return value
+def _decoding(body: dict, served, limits: Limits):
+    """The request's decoding options over the model's (Served.decode), checked where every
+    caller's are (Translator.options); RequestError names the field at fault."""
+    try:
+        decode = served.translator.options(served.decode, **{k: body[k] for k in DECODING if k in body})
+    except ConfigError as e:  # its message opens with the option, as the field is named
+        field = str(e).partition(":")[0]
+        raise RequestError(422, str(e), field if field in DECODING else None) from None
+    if decode.beam > limits.max_beam:  # the server's own limit, below the option's range
+        raise RequestError(422, f"beam: must be from 1 to {limits.max_beam} here, got {decode.beam}", "beam")
+    return decode
 
 
 def _sentence(value, name: str, limits: Limits) -> str:
@@ -68,9 +74,9 @@ def loads(text: str | bytes) -> Any:
         raise json.JSONDecodeError("nested too deeply", "", 0) from None
 
 
-def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
-    """Validate a /translate body; raises RequestError naming the field at fault. `beams`: the
-    default beam of each loaded model by name, the first the default model."""
+def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
+    """Validate a /translate body; raises RequestError naming the field at fault. `models`: the
+    loaded models (models.Served) by name, the first the default model."""
     if len(raw) > limits.max_body:
         raise RequestError(413, f"request body over {limits.max_body:,} bytes")
     try:
@@ -99,20 +105,16 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
             raise RequestError(422, f"texts has {len(items)} sentences; the limit is {limits.max_sentences}",
                                "texts")
         texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
-    model = body.get("model", next(iter(beams)))
-    if not isinstance(model, str) or model not in beams:
-        raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, beams))}, "
+    model = body.get("model", next(iter(models)))
+    if not isinstance(model, str) or model not in models:
+        raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, models))}, "
                                 f"got {json.dumps(model)}", "model")
-    beam = _integer(body, "beam", beams[model], 1, limits.max_beam)
-    n_best = _integer(body, "n_best", 1, 1, beam)
+    decode = _decoding(body, models[model], limits)
     flags = {}
     for key in ("attention", "alignment"):
         flags[key] = body.get(key, False)
         if not isinstance(flags[key], bool):
             raise RequestError(422, f"{key} must be true or false", key)
-    flags["saliency"] = body.get("saliency", False)
-    if not (isinstance(flags["saliency"], bool) or flags["saliency"] == "mean"):
-        raise RequestError(422, "saliency must be true, false or \"mean\"", "saliency")
     fmt = body.get("format", "text")
     if fmt not in ("text", "html"):
         raise RequestError(422, f"format must be \"text\" or \"html\", got {json.dumps(fmt)}", "format")
@@ -122,22 +124,22 @@ def parse_request(raw: bytes, limits: Limits, beams: dict[str, int]) -> Query:
 
         markup = [parse(t) for t in texts]
         texts = [m.text for m in markup]
-    return Query(texts, beam, n_best, flags["attention"], single, flags["alignment"], markup, model,
-                 flags["saliency"])
+    return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model)
 
 
 def translation_json(result, query: Query, k: int = 0) -> dict:
     """The answer for text k of the query (`result`: its Translation, or n-best list)."""
-    best = result[0] if query.n_best > 1 else result
+    n_best = query.decode.n_best
+    best = result[0] if n_best > 1 else result
     text = (lambda t: t.text) if query.markup is None else (lambda t: _marked_text(t, query.markup[k]))
     out = {"text": text(best), "score": round(best.score, 6), "tokens": best.tokens}
-    if query.n_best > 1:
+    if n_best > 1:
         out["n_best"] = [{"text": text(t), "score": round(t.score, 6)} for t in result]
     if query.attention:
         out["attention"] = best.attention_json()
     if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
         out["alignment"] = _links_json(best)
-        for entry, t in zip(out.get("n_best", []), result if query.n_best > 1 else []):
+        for entry, t in zip(out.get("n_best", []), result if n_best > 1 else []):
             entry["alignment"] = _links_json(t)
     return out
 
@@ -169,15 +171,14 @@ def font_text(translator) -> str:
     return "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
 
 
-def model_info(translator, default_beam: int, limits: Limits) -> dict:
+def model_info(translator, decode, limits: Limits) -> dict:
     """What GET /info reports: configuration, vocabulary sizes, parameters, decoding and limits."""
     return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
             "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
                       "target": len(translator.tgt_tok)},
             "parameters": translator.parameters, "device": str(translator.device),
             "quantize": translator.quantized,
-            "decode": {"beam": default_beam, "alpha": translator.cfg.decode.alpha,
-                       "max_len_ratio": translator.cfg.decode.max_len_ratio},
+            "decode": {"beam": decode.beam, "alpha": decode.alpha, "max_len_ratio": decode.max_len_ratio},
             "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
 
 
@@ -213,13 +214,12 @@ async def native_translate(request, raw: bytes, models, limits: Limits, guard):
     from rnnsearch.serve.guard import client_address
 
     try:
-        query = parse_request(raw, limits, {m.name: m.beam for m in models.models})
+        # links a model cannot give are refused here, before queueing: in a batch they would
+        # fail the other requests too
+        query = parse_request(raw, limits, models.by_name)
     except RequestError as e:
         return error(e.status, e.message, e.field)
     served = models.by_name[query.model]
-    refusal = served.translator.saliency_refusal() if query.saliency else None
-    if refusal:  # refused before queueing: in a batch it would fail the other requests too
-        return error(422, f"model {query.model!r}: {refusal}", "saliency")
     denial = guard.admit(bearer_key(request), client_address(request))
     if denial is not None:
         status = 403 if denial.kind == "key" else 429

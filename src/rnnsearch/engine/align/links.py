@@ -227,23 +227,20 @@ def flip(links: Links) -> Links:
 
 
 def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
-                   where: str = "<sources>", head: Optional[bool] = None,
-                   saliency: bool | str = False) -> list[list[list[float]]]:
+                   where: str = "<sources>", links: Optional[str] = None) -> list[list[list[float]]]:
     """Teacher-forced attention of `translator` (a loaded model) on each pair, merged to whitespace
     words: one row per target word and a last one for </s>, one column per source word.
-    `where` names the file the sources came from, for errors. `head`: the alignment head's rows
-    (model.alignment_head) instead of the attention; None: the head where the model has one.
-    `saliency`: gradient × input saliency rows instead of either (Translator._saliency); "mean":
-    the mean of those and the attention's (the head's where the model has one)."""
+    `where` names the file the sources came from, for errors. `links` (as decode.links): "head",
+    the alignment head's rows (model.alignment_head) instead of the attention; "saliency",
+    gradient × input saliency rows (Translator._saliency); "mean", the mean of those and the
+    attention's (the head's where the model has one); None: the head where the model has one."""
     from rnnsearch.io import DataError
 
     if translator.cfg.model.arch != "rnnsearch":
         name = translator.model_dir or "the model"
         raise DataError(f"{name}: an RNNencdec model has no attention to align with")
     out = []
-    if head is None:
-        head = not saliency and getattr(translator.model, "align_head", None) is not None
-    forced = translator.force(list(sources), list(targets), head=head, saliency=saliency)
+    forced = translator.force(list(sources), list(targets), links=links)
     for n, (weights, s, t) in enumerate(zip(forced, sources, targets), 1):
         words, src_words, tgt_words = merge_subwords(weights, *translator.labels(s, t))
         if len(src_words) != len(s.split()) or len(tgt_words) - 1 != len(t.split()):
@@ -270,7 +267,8 @@ def attention_links(words: Sequence[Sequence[float]], method: str = "argmax", th
 
 
 def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[float]],
-               method: str = "argmax", threshold: float = 0.3, shift: int = 0) -> Links:
+               method: str = "argmax", threshold: float = 0.3, shift: int = 0,
+               back_shift: Optional[int] = None) -> Links:
     """Soft symmetrisation: links from both directions' attention at once, before either is
     made hard. ``forward`` is one pair's :func:`word_attention` of the source→target model,
     ``backward`` that of the target→source model on the same pair (rows: source words).
@@ -281,10 +279,11 @@ def soft_links(forward: Sequence[Sequence[float]], backward: Sequence[Sequence[f
     ``method="threshold"`` also wherever g_ij ≥ ``threshold``. Hard symmetrisation
     (:func:`symmetrize`) intersects links each direction chose alone, so a word's second-best
     source, nearly tied, is lost; here the weight itself is combined. ``shift`` is applied to
-    both directions' rows as in :func:`attention_links`.
+    both directions' rows as in :func:`attention_links` (`back_shift`, where given, to the backward's).
     """
+    back_shift = shift if back_shift is None else back_shift
     fwd = forward[shift: len(forward) - 1 + shift]  # target word i -> source word j
-    bwd = backward[shift: len(backward) - 1 + shift]  # source word j -> target word i
+    bwd = backward[back_shift: len(backward) - 1 + back_shift]  # source word j -> target word i
     n_tgt, n_src = len(fwd), len(bwd)
     if any(len(r) != n_src for r in fwd) or any(len(r) != n_tgt for r in bwd):
         raise ValueError(f"the two directions disagree on the pair: {n_tgt} target words by "

@@ -23,6 +23,7 @@ It is refused for a model whose tokenizers are not the ones it was built with.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from rnnsearch.config import Config, VocabConfig
 from rnnsearch.engine.checkpoint import read_config
 from rnnsearch.engine.data.vocab import EOS, UNK, tokenizer_files
 from rnnsearch.io import DataError, atomic_write
@@ -75,15 +77,16 @@ class Shortlist:
         atomic_write(path, write)
 
 
-def tokenizer_digests(model_dir: Path) -> dict[str, str]:
-    """SHA-256 of the model directory's tokenizer files, the shortlist's key."""
-    vocab = read_config(model_dir).vocab
+def tokenizer_digests(model_dir: Path, vocab: VocabConfig) -> dict[str, str]:
+    """SHA-256 of the model directory's tokenizer files (those of its vocab section), the
+    shortlist's key."""
     names = sorted(set(tokenizer_files(vocab.kind, vocab.joint)))
     return {name: hashlib.sha256((model_dir / name).read_bytes()).hexdigest() for name in names}
 
 
-def load_shortlist(path: str | Path, model_dir: Path, src_vocab: int) -> Shortlist:
-    """A shortlist file, checked: made for this model's tokenizers, ids within its vocabularies."""
+def load_shortlist(path: str | Path, model_dir: Path, src_vocab: int, vocab: VocabConfig) -> Shortlist:
+    """A shortlist file, checked: made for this model's tokenizers (`vocab`: its config's vocab
+    section), ids within its vocabularies."""
     path = Path(path)
     try:
         with np.load(path) as z:
@@ -94,7 +97,7 @@ def load_shortlist(path: str | Path, model_dir: Path, src_vocab: int) -> Shortli
     if meta.get("format") != FORMAT_VERSION:
         raise DataError(f"{path}: shortlist format {meta.get('format')}, this rnnsearch reads "
                         f"{FORMAT_VERSION}")
-    if meta.get("tokenizers") != tokenizer_digests(model_dir):
+    if meta.get("tokenizers") != tokenizer_digests(model_dir, vocab):
         raise DataError(f"{path}: built for other tokenizers than {model_dir}'s; build it again with "
                         f"`rnnsearch shortlist build --model {model_dir}`")
     if table.shape[0] != src_vocab:
@@ -162,18 +165,18 @@ def cooccurrence_counts(data, n_tgt: int, seed: int = 0) -> tuple[np.ndarray, np
 
 
 def build_shortlist(model_dir: str | Path, frequent: int = 1000, per_source: int = 20,
-                    use_links: Optional[bool] = None) -> Shortlist:
+                    use_links: Optional[bool] = None, cfg: Optional[Config] = None) -> Shortlist:
     """The shortlist of a trained model, from its training split (prepared again if absent): the
     `frequent` commonest target pieces and `per_source` translations a source piece, from the
     split's alignment where `data align` made one (unless `use_links` is False), else from
-    co-occurrence."""
+    co-occurrence. `cfg`: the model's configuration where it is loaded already (else read)."""
     from rnnsearch.engine.align.eflomal import find_alignment
     from rnnsearch.engine.data.pairs import corpus_files, prepared_pairs
     from rnnsearch.engine.data.vocab import load_tokenizers
 
     model_dir = Path(model_dir)
-    cfg = read_config(model_dir)
-    cfg.model_dir = str(model_dir)  # where it is now: its prepared cache is found from here
+    # where the directory is now, not where it was trained: its prepared cache is found from here
+    cfg = dataclasses.replace(cfg or read_config(model_dir), model_dir=str(model_dir))
     src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
     n_src, n_tgt = len(src_tok), len(tgt_tok)
     files = corpus_files(cfg, "train")
@@ -187,7 +190,7 @@ def build_shortlist(model_dir: str | Path, frequent: int = 1000, per_source: int
         raise DataError(f"no alignment of {data.path}: run `rnnsearch data align` on the model's config "
                         "first")
     meta: dict[str, Any] = {"format": FORMAT_VERSION, "frequent": frequent, "per_source": per_source,
-                            "tokenizers": tokenizer_digests(model_dir), "split": str(data.path)}
+                            "tokenizers": tokenizer_digests(model_dir, cfg.vocab), "split": str(data.path)}
     if alignment is not None:
         keys, counts = link_counts(data, alignment, n_tgt)
         per_src = np.bincount(keys // n_tgt, weights=counts, minlength=n_src)

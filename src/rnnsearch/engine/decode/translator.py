@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import torch
 
-from rnnsearch.config import ConfigError
+from rnnsearch.config import ConfigError, DecodeConfig, decode_options
 from rnnsearch.engine.align.links import (
     DEFAULT_SHIFT,
     hard_links,
@@ -56,10 +56,12 @@ class Translation:
     attention: Optional[list[list[float]]] = None  # (len(tokens) + 1) rows (</s> last) x len(source_tokens)
     source: str = ""  # the source line as given to translate()
     pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
-    # a model with an alignment head (model.alignment_head): its β rows, shaped as `attention`,
-    # or with Translator.saliency_links the saliency rows of the output (Translator._saliency);
-    # links and alignment weights are read from them (row i already belongs to y_i: no shift)
+    # the rows of decode.links other than the attention, shaped as `attention`: the alignment
+    # head's β (model.alignment_head), the saliency (Translator._saliency) or their mean; links
+    # and alignment weights are read from them (row i already belongs to y_i: no shift)
     aligned: Optional[list[list[float]]] = None
+    # the attention row that links y_i: α_{i+shift}, the model's train.guided_alignment_shift
+    shift: int = DEFAULT_SHIFT
 
     def attention_json(self) -> Optional[dict]:
         """SPEC form: {"source": [...], "target": [...], "weights": [[...] per target token]}."""
@@ -73,7 +75,7 @@ class Translation:
     def alignment(self) -> Optional[list[tuple[int, int]]]:
         """Word-level hard links (source word, target word), 0-based, sorted by source then
         target: each word of ``text.split()`` linked to the word of ``source.split()`` with the
-        most attention, by the default row (alignment.DEFAULT_SHIFT). None without attention."""
+        most attention, by the model's row (:attr:`shift`). None without attention."""
         return self.links()
 
     def words(self, subwords: bool = False) -> tuple[list[str], list[str]]:
@@ -89,26 +91,28 @@ class Translation:
         return not any(p.startswith("▁") for p in self.source_tokens + self.tokens)
 
     def alignment_weights(self, subwords: bool = False,
-                          shift: int = DEFAULT_SHIFT) -> Optional[list[list[float]]]:
+                          shift: Optional[int] = None) -> Optional[list[list[float]]]:
         """Soft alignment: one row per target unit (:meth:`words`), one weight per source unit.
         Word level, a source word's weight is the sum over its pieces, a target word's row the
         mean of its pieces' rows. ``shift=1`` gives each unit the next unit's row (the </s> row
-        for the last: alignment.attention_links); the </s> row is never a unit."""
+        for the last: alignment.attention_links); None: :attr:`shift`, the model's. The </s> row
+        is never a unit."""
         if self.aligned is not None:
             return translation_rows(self.aligned, self.source, self.source_tokens, self.tokens,
                                     len(self.text.split()), self._word_vocab(), subwords, 0)
         if self.attention is None:
             return None
         return translation_rows(self.attention, self.source, self.source_tokens, self.tokens,
-                                len(self.text.split()), self._word_vocab(), subwords, shift)
+                                len(self.text.split()), self._word_vocab(), subwords,
+                                self.shift if shift is None else shift)
 
-    def links(self, subwords: bool = False, shift: int = DEFAULT_SHIFT) -> Optional[list[tuple[int, int]]]:
+    def links(self, subwords: bool = False, shift: Optional[int] = None) -> Optional[list[tuple[int, int]]]:
         """Hard links (source unit, target unit): each target unit's highest-weight source unit in
         :meth:`alignment_weights`, sorted by source then target (Pharaoh order)."""
         rows = self.alignment_weights(subwords, shift)
         return None if rows is None else hard_links(rows)
 
-    def replace_unk(self, lexicon: Optional[dict[str, str]] = None, shift: int = DEFAULT_SHIFT,
+    def replace_unk(self, lexicon: Optional[dict[str, str]] = None, shift: Optional[int] = None,
                     lowercase: bool = False) -> Translation:
         """This translation with each unknown output word ("<unk>" of a word vocabulary, "⁇" of a
         sentencepiece model) replaced by the lexicon's translation of its linked source word, or
@@ -133,46 +137,63 @@ log = logging.getLogger("rnnsearch")
 
 
 class Translator:
-    """A loaded model with its tokenisers and decoding defaults."""
+    """A loaded model with its tokenisers and decoding defaults (``cfg.decode``), complete as
+    constructed: `quantize` "int8" swaps the decoder's products (engine/decode/quantize.py), `graphs`
+    replays decoding steps (engine/decode/graphs.py), `shortlist` restricts the output layer
+    (engine/decode/shortlist.py); :func:`load` makes all three from a model directory."""
 
-    def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device):
+    def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device, *,
+                 model_dir: Optional[str | Path] = None, quantize: str = "none",
+                 graphs: Optional[GraphedStep] = None, shortlist: Optional[Any] = None):
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
         self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
         self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
-        self.model_dir: Optional[Path] = None  # where load() read it from
-        self.quantized = "none"  # or "int8": load(quantize=...) swapped the decoder's products
-        self.graphs: Optional[GraphedStep] = None  # use_graphs(): decoding steps replayed from CUDA graphs
-        self.shortlist: Optional[Any] = None  # use_shortlist(): the output layer over a lexical shortlist
-        # links (Translation.aligned) from gradient x input saliency instead of the attention or head
-        # (True), or from the mean of the two ("mean")
-        self.saliency_links: bool | str = False
+        self.model_dir = None if model_dir is None else Path(model_dir)  # where load() read it from
+        self.quantized = quantize  # "none", or "int8": the decoder's products swapped, here
+        if quantize == "int8":
+            from rnnsearch.engine.decode.quantize import quantize_int8_
 
-    def use_graphs(self, capture: Optional[bool] = None) -> None:
-        """Decode through engine/decode/graphs.py: CUDA graphs on a GPU; ``capture=False``, the same
-        padded step run eagerly (on any device)."""
-        self.graphs = GraphedStep(self.model, capture)
+            quantize_int8_(model)
+        self.graphs = graphs  # decoding steps replayed from CUDA graphs (or their padding, eagerly)
+        self.shortlist = shortlist  # the output layer over a lexical shortlist
 
-    def use_shortlist(self, source: str | Path) -> None:
-        """Decode over a lexical shortlist (engine/decode/shortlist.py): a file, or "auto" for
-        <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
-        from rnnsearch.engine.decode.shortlist import FILE_NAME, build_shortlist, load_shortlist
+    def options(self, base: Optional[DecodeConfig] = None, name=str, **overrides: Any) -> DecodeConfig:
+        """The decoding options of a call: `base` (default ``cfg.decode``) with `overrides` (keys
+        of config.DecodeConfig) set, checked by config.decode_options, and the link rows asked
+        for checked against this model; a bad value is a ConfigError naming the option as
+        `name` spells it (a CLI flag, an HTTP field; default: the Python keyword)."""
+        options = decode_options(base or self.cfg.decode, overrides, name)
+        refusal = self.links_refusal(options.links)
+        if refusal:
+            raise ConfigError(f"{name('links')}: {refusal}")
+        return options
 
-        if self.model_dir is None:
-            raise ConfigError("a shortlist belongs to a model directory: load the model with load()")
-        path = self.model_dir / FILE_NAME if str(source) == "auto" else Path(source)
-        if str(source) == "auto" and not path.exists():
-            build_shortlist(self.model_dir).save(path)
-        elif not path.exists():
-            raise MissingFileError(path, f"{path}: no such shortlist (rnnsearch shortlist build --model "
-                                         f"{self.model_dir} --out {path}; or --shortlist auto)")
-        self.shortlist = load_shortlist(path, self.model_dir, len(self.src_tok))
+    def link_rows(self, links: Optional[str]) -> str:
+        """Where links are read from: `links` (decode.links), else the alignment head where the
+        model has one, else the attention."""
+        if links is not None:
+            return links
+        return "head" if self.model.align_head is not None else "attention"
+
+    def link_shift(self, links: Optional[str]) -> int:
+        """The row that links y_i among the `links` rows: α_{i+shift} with the shift the model was
+        guided with (train.guided_alignment_shift); the head's and saliency's row i is y_i's."""
+        return self.cfg.train.guided_alignment_shift if self.link_rows(links) == "attention" else 0
+
+    def links_refusal(self, links: Optional[str]) -> Optional[str]:
+        """Why this model cannot give the `links` rows, or None."""
+        if links == "head" and self.model.align_head is None:
+            return (f"'head' reads the alignment head, and {self.model_dir or 'this model'} has none "
+                    "(model.alignment_head): choose attention, saliency or mean")
+        if links in ("saliency", "mean") and self.quantized != "none":
+            return (f"saliency takes gradients through the model; its {self.quantized} products have "
+                    "none (load it without quantization)")
+        return None
 
     def resolve_precision(self, precision: Optional[str] = None) -> str:
         """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
         faster here (engine/precision.py), once."""
-        precision = precision or self.cfg.decode.precision
-        if precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+        precision = decode_options(self.cfg.decode, {"precision": precision}).precision
         if self.quantized != "none":  # int8 products; what is left (softmaxes, gates) stays fp32
             return "fp32"
         if precision != "auto":
@@ -186,8 +207,7 @@ class Translator:
         """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""
         g = torch.Generator().manual_seed(0)
         pieces = torch.randint(4, len(self.src_tok), (32, 16), generator=g).tolist()
-        options = SearchOptions(self.cfg.decode.beam, self.cfg.decode.alpha, self.cfg.decode.max_len_ratio,
-                                with_attention=False)
+        options = SearchOptions(dataclasses.replace(self.cfg.decode, n_best=1), with_attention=False)
         start = time.perf_counter()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             self._decode(pieces, options, 32, graphs=False)  # eager either way: captures are not decoding
@@ -211,41 +231,36 @@ class Translator:
         return (self.src_tok.pieces(self.source_ids(source)),
                 self.tgt_tok.pieces(self.target_ids(target)) + ["</s>"])
 
-    def translate(self, sentences: Iterable[str], beam: Optional[int] = None, n_best: int = 1,
-                  alpha: Optional[float] = None, max_len_ratio: Optional[float] = None,
-                  batch_size: Optional[int] = None, attention: bool = True, precision: Optional[str] = None,
-                  early_stop: Optional[bool] = None, saliency: Optional[bool | str] = None) -> list[Any]:
+    def translate(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
+                  attention: bool = True, early_stop: Optional[bool] = None, **overrides: Any) -> list[Any]:
         """Translate sentences; an empty sentence gives an empty translation.
 
-        Returns one Translation per sentence, or (n_best > 1) a list of n_best per sentence
-        (typed ``list[Any]`` for that reason).
-        A source longer than ``decode.max_source_len`` tokens is translated in consecutive
+        The decoding options are `options` (default: the model's decode section) with
+        `overrides` set over them, any key of config.DecodeConfig: ``beam=5``, ``n_best``,
+        ``alpha``, ``max_len_ratio``, ``batch_size``, ``precision``, ``max_source_len``, ``links``
+        (the rows links are read from: "attention", "head", "saliency" (gradient x input,
+        :meth:`force`) or "mean"; default the head where the model has one). A bad value raises
+        ConfigError naming it. Returns one Translation per sentence, or (n_best > 1) a list of
+        n_best per sentence (typed ``list[Any]`` for that reason).
+        A source longer than ``max_source_len`` tokens is translated in consecutive
         pieces of that length and the pieces joined (its attention is then block-diagonal),
         so no input can stall the decoder and every line gets a translation. `early_stop`: see
         :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
-        `saliency`: Translation.aligned from gradient x input saliency, or "mean" for its mean with
-        the attention (head) rows (:meth:`force`; default: saliency_links).
         """
-        d = self.cfg.decode
-        saliency = self.saliency_links if saliency is None else saliency  # False, True or "mean"
-        beam = d.beam if beam is None else beam
-        if not 1 <= n_best <= beam:
-            raise ValueError(f"n_best must be in 1..beam ({beam}), got {n_best}")
+        d = self.options(options, **overrides)
+        links, n_best = self.link_rows(d.links), d.n_best
         sentences = list(sentences)
-        limit = max(1, d.max_source_len)
         pieces: list[list[int]] = []  # reading-order token ids of every piece
         owner: list[int] = []  # the sentence each piece belongs to
         for k, text in enumerate(sentences):
             ids = self.source_ids(text)
-            for start in range(0, len(ids), limit):
-                pieces.append(ids[start:start + limit])
+            for start in range(0, len(ids), d.max_source_len):
+                pieces.append(ids[start:start + d.max_source_len])
                 owner.append(k)
-        precision = self.resolve_precision(precision)
+        precision = self.resolve_precision(d.precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            options = SearchOptions(beam, d.alpha if alpha is None else alpha,
-                                    max_len_ratio or d.max_len_ratio, n_best, attention, early_stop)
-            hyps = self._decode(pieces, options, batch_size or d.batch_size)
+            hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
                                          for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -255,16 +270,16 @@ class Translator:
         for k, ps in by_sentence.items():
             out[k] = [self._result([pieces[p] for p in ps], [hyps[p][rank] for p in ps], attention)
                       for rank in range(n_best)]
-            if attention and (self.model.align_head is not None or saliency) and len(ps) == 1:
+            if attention and links != "attention" and len(ps) == 1:
                 heads += [(t, pieces[ps[0]], hyps[ps[0]][rank].tokens) for rank, t in enumerate(out[k])]
         if heads:  # the head's (or saliency) rows of each output, by teacher forcing it (batched)
-            rows = self._forced([(src, tgt) for _, src, tgt in heads], head=not saliency, saliency=saliency)
+            rows = self._forced([(src, tgt) for _, src, tgt in heads], links=links)
             for (t, _, _), r in zip(heads, rows):
                 t.aligned = r
-        word_vocab = self.cfg.vocab.kind == "word"
+        word_vocab, shift = self.cfg.vocab.kind == "word", self.link_shift(links)
         for text, ts in zip(sentences, out):
             for t in ts:
-                t.source, t.pieces_are_words = text, word_vocab
+                t.source, t.pieces_are_words, t.shift = text, word_vocab, shift
         return [o[0] for o in out] if n_best == 1 else out
 
     def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
@@ -317,35 +332,32 @@ class Translator:
                            self.src_tok.pieces(src_ids), weights)
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
-              head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
+              links: str = "attention") -> list[Optional[list[list[float]]]]:
         """Attention under teacher forcing on given translations (for alignment scoring).
 
         Returns per pair the weights, one row per target token plus </s>, columns in the
-        source's reading order (also with reverse_source); None for RNNencdec. `head`: the
-        alignment head's β rows instead (model.alignment_head; its </s> row is zero).
-        `saliency`: rows of gradient × input saliency instead (:meth:`_saliency`); "mean": the
-        mean of those and the attention's (the head's where the model has one), cell by cell.
+        source's reading order (also with reverse_source); None for RNNencdec. `links` (as
+        decode.links; None: the model's default): "head", the alignment head's β rows instead
+        (model.alignment_head; its </s> row is zero); "saliency", rows of gradient × input
+        saliency (:meth:`_saliency`); "mean", the mean of those and the attention's (the head's
+        where the model has one), cell by cell.
         """
         pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
-        return self._forced(pairs, batch_size, head, saliency)
+        return self._forced(pairs, batch_size, self.options(links=links).links)
 
     @torch.no_grad()
     def _forced(self, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
-                head: bool = False, saliency: bool | str = False) -> list[Optional[list[list[float]]]]:
+                links: Optional[str] = "attention") -> list[Optional[list[list[float]]]]:
         """force() on (source ids in reading order, target ids) pairs."""
         from rnnsearch.engine.data.parallel import Example, collate
 
-        if head and self.model.align_head is None:
-            raise ValueError("this model has no alignment head (model.alignment_head)")
-        if head and saliency:
-            raise ValueError("head and saliency are two kinds of weights: ask for one")
-        if saliency not in (False, True, "mean"):
-            raise ValueError(f"saliency is True, False or \"mean\", got {saliency!r}")
-        refusal = self.saliency_refusal() if saliency else None
+        links = self.link_rows(links)
+        refusal = self.links_refusal(links)
         if refusal:
-            raise ValueError(refusal)
+            raise ConfigError(f"links: {refusal}")
+        saliency = links in ("saliency", "mean")
         # "mean" averages the saliency with the rows links are otherwise read from: the head's if any
-        head = head or (saliency == "mean" and self.model.align_head is not None)
+        head = links == "head" or (links == "mean" and self.model.align_head is not None)
         self.model.eval()
         rev = self.cfg.data.reverse_source
         examples = [Example(src[::-1] if rev else list(src), list(tgt), k)
@@ -356,7 +368,7 @@ class Translator:
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
             attn = self._saliency(batch) if saliency else None
-            if saliency is not True:  # False or "mean": the attention (or head) rows
+            if links != "saliency":  # the attention (or head) rows
                 _, weights, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
                 weights = beta[0] if head else weights
                 attn = weights if attn is None else (attn + weights) / 2  # None both, for RNNencdec
@@ -369,13 +381,6 @@ class Translator:
                     w = w.flip(-1)
                 out[g] = w.tolist()
         return out
-
-    def saliency_refusal(self) -> Optional[str]:
-        """Why this model cannot give saliency rows (they take gradients through it), or None."""
-        if self.quantized != "none":
-            return (f"saliency takes gradients through the model; its {self.quantized} products have "
-                    "none (load it without quantization)")
-        return None
 
     @torch.enable_grad()
     def _saliency(self, batch) -> Optional[torch.Tensor]:
@@ -421,7 +426,7 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
     ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/decode/graphs.py; GPUs only;
     not with a shortlist, whose output layer changes size); ``shortlist`` (a file or "auto")
     restricts the output layer to a lexical shortlist (engine/decode/shortlist.py)."""
-    from rnnsearch.engine.decode.quantize import KINDS, quantize_int8_
+    from rnnsearch.engine.decode.quantize import KINDS
 
     if quantize not in KINDS:
         raise ConfigError(f"quantize must be one of {', '.join(KINDS)}, got {quantize!r}")
@@ -431,17 +436,25 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
                          "(give --device cpu)")
     if cuda_graphs and dev.type != "cuda":
         raise ConfigError(f"--cuda-graphs needs a CUDA device; the model was to load on {dev}")
+    model_dir = Path(model_dir)
     cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
-    translator = Translator(cfg, model, src_tok, tgt_tok, dev)
-    translator.model_dir = Path(model_dir)
-    if quantize == "int8":
-        quantize_int8_(model)
-        translator.quantized = quantize
-    if cuda_graphs:
-        translator.use_graphs()
-    if shortlist is not None:
-        translator.use_shortlist(shortlist)
-    return translator
+    listed = None if shortlist is None else _shortlist(shortlist, model_dir, cfg, len(src_tok))
+    return Translator(cfg, model, src_tok, tgt_tok, dev, model_dir=model_dir, quantize=quantize,
+                      graphs=GraphedStep(model) if cuda_graphs else None, shortlist=listed)
+
+
+def _shortlist(source: str | Path, model_dir: Path, cfg, src_vocab: int):
+    """The lexical shortlist (engine/decode/shortlist.py) of a loaded model: a file, or "auto" for
+    <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
+    from rnnsearch.engine.decode.shortlist import FILE_NAME, build_shortlist, load_shortlist
+
+    path = model_dir / FILE_NAME if str(source) == "auto" else Path(source)
+    if str(source) == "auto" and not path.exists():
+        build_shortlist(model_dir, cfg=cfg).save(path)
+    elif not path.exists():
+        raise MissingFileError(path, f"{path}: no such shortlist (rnnsearch shortlist build --model "
+                                     f"{model_dir} --out {path}; or --shortlist auto)")
+    return load_shortlist(path, model_dir, src_vocab, cfg.vocab)
 
 
 def write_attention_jsonl(path: str | Path, translations: list[Translation]) -> None:
