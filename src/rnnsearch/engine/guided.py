@@ -19,7 +19,7 @@ is: the attention scored from s_i, the state that emitted y_i (the row a model t
 step late" puts on y_i's source; Garg et al. see this in Transformers). Pick the shift the
 held-out gold links prefer, and read links out of the model with the same shift.
 
-**The alignment head.** With model.alignment_head the loss guides the head's β instead (nn/model.py):
+**The alignment head.** With model.alignment_head the loss guides the head's β instead (nn/alignment_head.py):
 β_i is scored from s_{i+1}, the first state that has read y_i, so the row of a word knows the word
 (no guided row of the attention does: the shift cannot give it that). The attention is then
 trained by the translation loss alone, as in the paper; the shift must be 0.
@@ -135,7 +135,7 @@ class GuidedTrainer(Trainer):
         if len(self.alignment) != len(train):
             raise DataError(f"{path}: links of {len(self.alignment)} pairs, the split has {len(train)}")
         log.info("guided alignment (%s, weight %g, %s): links from %s", t.guided_alignment_loss,
-                 t.guided_alignment_weight, "the alignment head" if self.cfg.model.alignment_head
+                 t.guided_alignment_weight, "the alignment head" if self.cfg.model.alignment_head != "none"
                  else f"attention, shift {t.guided_alignment_shift}", path)
 
     def new_window(self) -> Window:
@@ -153,7 +153,7 @@ class GuidedTrainer(Trainer):
         gold = gold_attention(self.pair_links(mine), batch.src.size(1), batch.tgt_in.size(1),
                               t.guided_alignment_shift).to(self.device, non_blocking=True)
         weight = guide_weight(t.guided_alignment_weight, t.guided_alignment_half_life, self.state.step)
-        head = self.cfg.model.alignment_head  # guide the head's β, the attention left alone
+        head = self.cfg.model.alignment_head != "none"  # guide the head's β, the attention left alone
         with self.autocast:
             logits, alpha, *beta = self.net(batch.src, batch.src_mask, batch.tgt_in, log_probs=False,
                                             packed=True, alignment_head=head)

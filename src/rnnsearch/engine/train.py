@@ -38,7 +38,7 @@ from rnnsearch.engine.translate import Translator
 from rnnsearch.engine.vocab import PAD, load_tokenizers, save_tokenizers
 from rnnsearch.io import DataError, MissingFileError, atomic_write_text
 from rnnsearch.nn.attention import at_least_fp32
-from rnnsearch.nn.model import RNNsearch, build_model
+from rnnsearch.nn.model import Seq2Seq, build_model
 
 log = logging.getLogger("rnnsearch")
 
@@ -566,7 +566,7 @@ class Trainer:
         `models` are the models the run trains and `model_dirs` where each is saved."""
         self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
         self.trained: torch.nn.Module = self.model
-        self.models: list[RNNsearch] = [self.model]
+        self.models: list[Seq2Seq] = [self.model]
         self.model_dirs = [self.model_dir]
 
     def resumed_state(self) -> TrainState:
