@@ -145,8 +145,8 @@ class Seq2Seq(nn.Module):
 
     def _recur(self, enc: Encoded, x_proj: torch.Tensor, keep_new: bool
                ) -> tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
-        """The teacher-forced loop over x_proj (B, T, 3n): what `_loop` returns, c_i of every step
-        (B, T, ctx) and α (B, T, S) or None."""
+        """The teacher-forced loop over x_proj (B, T, 3n): the states the deep output reads (B, T, n),
+        s_1 .. s_T (with keep_new, else None), c_i of every step (B, T, ctx) and α (B, T, S) or None."""
         raise NotImplementedError
 
     def _context_out(self, enc: Encoded, contexts: torch.Tensor,
