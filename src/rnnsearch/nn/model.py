@@ -38,6 +38,7 @@ from rnnsearch.nn.gru import GRU, can_fuse, fused_run, run_bidirectional
 
 __all__ = ["PAD", "UNK", "BOS", "EOS", "Encoded", "Seq2Seq", "RNNsearch", "RNNencdec", "build_model"]
 
+
 class RNNsearch(Seq2Seq):
     """The paper's model (Appendix A): c_i by attention over the annotations, at every step."""
 
