@@ -210,7 +210,7 @@ def test_the_head_row_of_a_word_has_read_it_and_feeds_nothing_back():
     t + 1, which has read token t: changing token t changes β_t and no earlier row. The head
     changes neither the log-probabilities nor the attention."""
     torch.manual_seed(0)
-    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head="past")
     model = build_model(cfg, 20, 20).double()
     src, mask = torch.randint(4, 20, (1, 5)), torch.ones(1, 5, dtype=torch.bool)
     tgt = torch.tensor([[2, 5, 6, 7, 8]])  # <s> y_0 .. y_3: rows 0..3 the words, row 4 </s>
@@ -229,12 +229,12 @@ def test_the_head_row_of_a_word_has_read_it_and_feeds_nothing_back():
 
 
 def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
-    """model.alignment_head_future: β_t also reads tokens t+1 .. (a backward GRU), so changing token 2
+    """model.alignment_head future: β_t also reads tokens t+1 .. (a backward GRU), so changing token 2
     changes the rows of tokens 0 and 1 too (the head without it leaves them); padding after a shorter
     sentence is never read;
     the translation's log-probabilities and attention are those of the model without it."""
     torch.manual_seed(0)
-    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True, alignment_head_future=True)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head="future")
     model = build_model(cfg, 20, 20).double()
     src, mask = torch.randint(4, 20, (2, 5)), torch.ones(2, 5, dtype=torch.bool)
     tgt = torch.tensor([[2, 5, 6, 7, 8], [2, 5, 6, 0, 0]])  # the second: y_0 y_1 </s>, then padding
@@ -253,7 +253,7 @@ def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
     beta[0, 0].log().sum().backward()
     grad = model.tgt_emb.weight.grad
     assert grad[[6, 7, 8]].abs().sum() == 0 and grad[5].abs().sum() > 0
-    assert model.align_future.W.weight.grad.abs().sum() > 0
+    assert model.align_head.future.W.weight.grad.abs().sum() > 0
     plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8), 20, 20).double()
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_")})
     logp2, alpha2 = plain(src, mask, tgt)
@@ -261,26 +261,27 @@ def test_a_head_that_reads_the_future_sees_the_words_after_its_own():
 
 
 def test_a_refined_head_starts_as_the_plain_one_and_then_sees_the_whole_matrix():
-    """model.alignment_head_refine: a new refiner (its last convolution zero) leaves β as the
+    """model.alignment_head past+refine: a new refiner (its last convolution zero) leaves β as the
     head alone gives it; once trained, a row depends on its neighbours' scores (a source word
     changed moves the rows of the words beside it), padding on either side is never read, the
     translation is untouched, and the loss reaches both convolutions."""
     torch.manual_seed(0)
-    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True, alignment_head_refine=True)
+    cfg = ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head="past+refine")
     model = build_model(cfg, 20, 20).double()
     src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])
     mask = src != 0
     tgt = torch.tensor([[2, 5, 6, 7, 8], [2, 5, 6, 0, 0]])
     logp, alpha, beta = model(src, mask, tgt, alignment_head=True)
-    plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head=True), 20, 20).double()
+    plain = build_model(ModelConfig(emb=8, hidden=8, align=8, maxout=8, alignment_head="past"), 20, 20)
+    plain = plain.double()
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("align_refine.")})
     logp2, alpha2, beta2 = plain(src, mask, tgt, alignment_head=True)
     assert torch.equal(logp, logp2) and torch.equal(alpha, alpha2) and torch.allclose(beta, beta2)
     model.zero_grad()
     beta[0, :4].log().sum().backward()
-    assert model.align_refine.conv2.weight.grad.abs().sum() > 0
+    assert model.align_head.refine.conv2.weight.grad.abs().sum() > 0
     with torch.no_grad():  # as if trained: the second convolution no longer zero
-        model.align_refine.conv2.weight.normal_(0, 1.0)
+        model.align_head.refine.conv2.weight.normal_(0, 1.0)
     _, _, beta = model(src, mask, tgt, alignment_head=True)
     assert not torch.allclose(beta, beta2)
     assert torch.allclose(beta[:, :-1].sum(-1)[0], torch.ones(4, dtype=beta.dtype))
@@ -293,7 +294,7 @@ def test_a_refined_head_starts_as_the_plain_one_and_then_sees_the_whole_matrix()
     assert not torch.allclose(beta[0], beta3[0])
     model.zero_grad()
     beta[0, :4].log().sum().backward()
-    assert model.align_refine.conv1.weight.grad.abs().sum() > 0
+    assert model.align_head.refine.conv1.weight.grad.abs().sum() > 0
 
 
 SEED = int(os.environ.get("RNNSEARCH_TEST_SEED", "3"))  # other seeds stand in for other CPUs
@@ -309,8 +310,7 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
     # 1,200 steps (32 epochs), not 400: the head starts from nothing (seed 2 had 0.41 at 400)
     cfg = toy_config(tmp_path, guided_alignment=str(links), max_steps=1200, max_epochs=40, seed=SEED)
-    cfg.model.alignment_head = True
-    cfg.model.alignment_head_future = cfg.model.alignment_head_refine = whole
+    cfg.model.alignment_head = "future+refine" if whole else "past"
     rnnsearch.train(cfg)
     translator = load(tmp_path / "run", device="cpu")
     srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
@@ -335,16 +335,69 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
 def test_the_head_needs_guidance_and_shift_0(tmp_path):
     raw = toy_config(tmp_path).to_dict()
     with pytest.raises(ConfigError, match="model.alignment_head"):
-        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": True}})
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": "past"}})
     with pytest.raises(ConfigError, match="must be 0 with model.alignment_head"):
-        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": True},
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": "future+refine"},
                           "train": {**raw["train"], "guided_alignment": "auto", "guided_alignment_shift": 1}})
-    with pytest.raises(ConfigError, match="model.alignment_head_future"):
-        config_from_dict({**raw, "model": {**raw["model"], "alignment_head_future": True},
-                          "train": {**raw["train"], "guided_alignment": "auto"}})
-    with pytest.raises(ConfigError, match="model.alignment_head_refine"):
-        config_from_dict({**raw, "model": {**raw["model"], "alignment_head_refine": True},
-                          "train": {**raw["train"], "guided_alignment": "auto"}})
+    with pytest.raises(ConfigError, match="model.alignment_head: expected one of 'none' | 'past'"):
+        config_from_dict({**raw, "model": {**raw["model"], "alignment_head": "refine"}})
+
+
+OLD_HEADS = {(False, False, False): "none", (True, False, False): "past", (True, True, False): "future",
+             (True, False, True): "past+refine", (True, True, True): "future+refine"}
+
+
+@pytest.mark.parametrize("old, new", list(OLD_HEADS.items()), ids=list(OLD_HEADS.values()))
+def test_the_old_head_booleans_are_refused_in_a_config_with_the_new_values_named(tmp_path, old, new):
+    """model.alignment_head is one key; its three old booleans (alignment_head, _future, _refine),
+    in a config file or --set, fail with the values to use instead."""
+    from rnnsearch.config import load_config
+
+    on, future, refine = old
+    flags = [f"model.alignment_head={str(on).lower()}"]
+    flags += ["model.alignment_head_future=true"] * future + ["model.alignment_head_refine=true"] * refine
+    with pytest.raises(ConfigError, match=r"model.alignment_head(_future|_refine)?: the alignment head is "
+                                          r"one key, model.alignment_head: none \| past \| future \| "
+                                          r"past\+refine \| future\+refine"):
+        load_config(None, flags + ["train.guided_alignment=auto"])
+    guided = ["train.guided_alignment=auto"] if new != "none" else []
+    assert load_config(None, [f"model.alignment_head={new}", *guided]).model.alignment_head == new
+
+
+@pytest.mark.parametrize("old, new", list(OLD_HEADS.items()), ids=list(OLD_HEADS.values()))
+def test_a_model_directory_saved_with_the_old_head_booleans_loads_as_it_was(tmp_path, old, new):
+    """Before the one key, config.json held three booleans and the head's tensors were saved as
+    align_future.*, align_head.*, align_refine.*: such a directory reads as the one key, its weights
+    load into the model it builds (saved again under the same names), and the model computes what
+    the saved one did."""
+    from rnnsearch.engine.checkpoint import load_weights, read_config, save_weights
+
+    cfg = toy_config(tmp_path, **({"guided_alignment": "auto"} if new != "none" else {}))
+    cfg.model.alignment_head = new
+    torch.manual_seed(0)
+    model = build_model(cfg.model, 20, 20).double()
+    save_weights(tmp_path / "model.safetensors", model)
+    raw = cfg.to_dict()
+    raw["model"].update(zip(("alignment_head", "alignment_head_future", "alignment_head_refine"), old))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    saved = read_config(tmp_path)
+    assert saved.model.alignment_head == new and saved.to_dict()["model"] == cfg.to_dict()["model"]
+    from safetensors.torch import load_file
+
+    keys = set(load_file(str(tmp_path / "model.safetensors")))
+    parts = {k.split(".")[0] for k in keys if k.startswith("align_")}
+    assert parts == {"none": set(), "past": {"align_head"}, "future": {"align_head", "align_future"},
+                     "past+refine": {"align_head", "align_refine"},
+                     "future+refine": {"align_head", "align_future", "align_refine"}}[new]
+    assert {"align_head.W_a.weight", "align_head.U_a.bias", "align_head.v_a.weight"} <= keys or new == "none"
+    again = build_model(saved.model, 20, 20).double()
+    load_weights(tmp_path / "model.safetensors", again)
+    assert set(again.state_dict()) == keys
+    src, mask = torch.randint(4, 20, (2, 5)), torch.ones(2, 5, dtype=torch.bool)
+    tgt = torch.tensor([[2, 5, 6, 7, 8], [2, 5, 6, 0, 0]])
+    head = new != "none"
+    for a, b in zip(model(src, mask, tgt, alignment_head=head), again(src, mask, tgt, alignment_head=head)):
+        assert torch.equal(a, b)
 
 
 def test_the_saved_shift_links_translations_alignments_and_serve_by_its_row(tmp_path, capsys):

@@ -320,8 +320,8 @@ def test_fused_run_keeps_cudnns_weight_layout_warning_to_itself(monkeypatch):
 
 
 def _with_explicit_context(model, src, mask, tgt):
-    """Teacher forcing as the paper writes it: c_i = Σ_j α_ij h_j formed at every step, then C c_i
-    and C_o c_i multiplied out (the path before Encoded.values)."""
+    """Teacher forcing as the paper writes it, one step at a time: c_i = Σ_j α_ij h_j, then C c_i
+    and C_o c_i multiplied out and the deep output read at every step."""
     enc = model.encode(src, mask)
     y_emb = model.tgt_emb(tgt)
     x = model.decoder.W(y_emb)
@@ -338,17 +338,17 @@ def _with_explicit_context(model, src, mask, tgt):
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
 @pytest.mark.parametrize("readout", ["prev", "new"])
-def test_context_values_equal_the_explicit_context_in_value_and_gradient(dtype, tol, readout):
-    """C c_i = Σ_j α_ij (C h_j), and likewise for C_o: the values path gives the paper's numbers
-    to rounding, in the log-probabilities, the attention and every gradient."""
+def test_teacher_forcing_equals_the_step_by_step_equations_in_value_and_gradient(dtype, tol, readout):
+    """forward hoists W E y_{i-1} out of the loop and runs C_o and the deep output once over all
+    steps: the paper's numbers to rounding, in the log-probabilities, the attention and every
+    gradient."""
     src, mask = random_batch([6, 4, 1, 5], seed=3)
     tgt = teacher_inputs(4, 7)
     results = []
-    for path in ("values", "explicit"):
+    for path in ("forward", "explicit"):
         model = tiny_model(readout=readout, double=False).to(dtype).train()
         model.set_dropout(False)
-        model.precompute_context = path == "values"
-        if path == "values":
+        if path == "forward":
             lp, attn = model(src, mask, tgt)
         else:
             lp, attn = _with_explicit_context(model, src, mask, tgt)

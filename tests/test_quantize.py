@@ -35,14 +35,16 @@ def test_the_output_layers_rows_are_its_int8_weights_dequantised():
     that, not an fp32 copy: each row within half its scale step of the fp32 row, biases exact."""
     lin = nn.Linear(32, 50)
     ids = torch.tensor([0, 7, 49, 7])
-    weight, bias = Int8Linear.of(lin, keep_rows=True).rows(ids)
+    output = quantize.Int8Output(lin.weight, lin.bias)
+    weight, bias = output.rows(ids)
     step = lin.weight.abs().amax(1, keepdim=True)[ids] / 127
     assert weight.dtype == torch.float32 and weight.shape == (4, 32)
     assert ((weight - lin.weight[ids]).abs() <= step / 2 + 1e-7).all()
     assert torch.equal(weight[1], weight[3]) and torch.equal(bias, lin.bias[ids])
     assert ((weight / step).round() - weight / step).abs().max() < 1e-3  # on the int8 grid
-    with pytest.raises(ValueError, match="keep_rows"):
-        Int8Linear.of(lin).rows(ids)
+    x = torch.randn(3, 32)  # over the whole vocabulary: the int8 product, as any Int8Linear's
+    assert torch.equal(output.logits(x), Int8Linear.of(lin)(x))
+    assert torch.equal(output.logits(x, (weight, bias)), x @ weight.t() + bias)
 
 
 def simulate_cpu(monkeypatch, flags):

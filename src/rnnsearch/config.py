@@ -126,15 +126,11 @@ class ModelConfig:
     score: Literal["additive", "dot", "general", "scaled_dot"] = "additive"  # alignment model a(s, h)
     gru: Literal["paper", "cudnn"] = "paper"  # reset gate before U (paper) or after (cuDNN)
     readout: Literal["prev", "new"] = "prev"  # deep output reads s_{i-1} (Appendix A) or s_i
-    # a second alignment model beside the attention, scoring h_j from the first decoder state that
-    # has read y_i; trained by train.guided_alignment only, it gives the links (nn/model.py)
-    alignment_head: bool = False
-    # the head also reads the target words after y_i (a backward GRU over the target embeddings),
-    # so its query knows the whole sentence, as in forced alignment (nn/model.py)
-    alignment_head_future: bool = False
-    # the head's scores refined by a convolution over the sentence pair's whole score matrix (its
-    # neighbours, and both directions' softmax), nn/attention.py ScoreRefiner
-    alignment_head_refine: bool = False
+    # a second alignment model beside the attention, trained by train.guided_alignment only, that
+    # gives the links (nn/alignment_head.py): none, or its query is the first decoder state that has
+    # read y_i (past) or that state and a backward GRU over the target words after y_i (future);
+    # +refine: its scores refined by a convolution over the pair's whole score matrix
+    alignment_head: Literal["none", "past", "future", "past+refine", "future+refine"] = "none"
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
@@ -363,15 +359,51 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
     return cls(**kwargs)
 
 
+# Before model.alignment_head took one of its five values it was three booleans: these two, and
+# alignment_head itself true or false. Saved model directories still hold them (upgrade_saved).
+_OLD_HEAD_KEYS = ("alignment_head_future", "alignment_head_refine")
+_HEAD_VALUES = "none | past | future | past+refine | future+refine"
+
+
+def upgrade_saved(raw: Any) -> Any:
+    """A saved config.json as this version reads it: an older rnnsearch's three booleans for the
+    alignment head (model.alignment_head, _future, _refine) become the one key model.alignment_head
+    (false: none; true: past, or future with _future; +refine with _refine). Anything else is left
+    as it is, for config_from_dict to check."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("alignment_head"), bool):
+        return raw
+    flags = [model.get(k, False) for k in _OLD_HEAD_KEYS]
+    if not all(isinstance(f, bool) for f in flags):
+        return raw
+    model = {k: v for k, v in model.items() if k not in _OLD_HEAD_KEYS}
+    future, refine = flags
+    model["alignment_head"] = ("none" if not model["alignment_head"] else
+                               ("future" if future else "past") + ("+refine" if refine else ""))
+    return {**raw, "model": model}
+
+
+def _refuse_old_head_keys(raw: dict, source: str) -> None:
+    """A clear error for the alignment head's old booleans in a config or --set (a saved model
+    directory's are upgraded instead, upgrade_saved)."""
+    model = raw.get("model")
+    if not isinstance(model, dict):
+        return
+    old = [k for k in _OLD_HEAD_KEYS if k in model]
+    if isinstance(model.get("alignment_head"), bool):
+        old.insert(0, "alignment_head")
+    if old:
+        raise ConfigError(f"{source}: model.{old[0]}: the alignment head is one key, model.alignment_head: "
+                          f"{_HEAD_VALUES} (the old alignment_head true is past; with alignment_head_future "
+                          f"true, future; with alignment_head_refine true, add +refine)")
+
+
 def _validate_alignment(cfg: Config, need: Callable[[bool, str, str], None]) -> None:
     """The alignment head and guided alignment (engine/train/guided.py): what each needs."""
     m, t = cfg.model, cfg.train
-    need(not m.alignment_head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
+    head = m.alignment_head != "none"
+    need(not head or (m.arch == "rnnsearch" and bool(t.guided_alignment)),
          "model.alignment_head", "is trained by train.guided_alignment (and needs model.arch rnnsearch)")
-    need(m.alignment_head or not m.alignment_head_future, "model.alignment_head_future",
-         "extends the alignment head: needs model.alignment_head true")
-    need(m.alignment_head or not m.alignment_head_refine, "model.alignment_head_refine",
-         "extends the alignment head: needs model.alignment_head true")
     if not t.guided_alignment:
         return
     need(m.arch == "rnnsearch", "train.guided_alignment", f"needs attention: model.arch rnnsearch, "
@@ -381,7 +413,7 @@ def _validate_alignment(cfg: Config, need: Callable[[bool, str, str], None]) -> 
          "data.prepared")
     need(t.guided_alignment_weight > 0, "train.guided_alignment_weight", "must be positive")
     need(t.guided_alignment_shift in (0, 1), "train.guided_alignment_shift", "must be 0 or 1")
-    need(not (m.alignment_head and t.guided_alignment_shift), "train.guided_alignment_shift",
+    need(not (head and t.guided_alignment_shift), "train.guided_alignment_shift",
          "must be 0 with model.alignment_head (its row for y_i already reads y_i)")
     need(t.guided_alignment_half_life >= 0, "train.guided_alignment_half_life",
          "must be >= 0 (0: constant)")
@@ -472,6 +504,7 @@ def config_from_dict(raw: dict, overrides: Sequence[str] = (), source: str = "co
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ConfigError(f"{source}: preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
         raw = merge_dicts(PRESETS[preset], raw)
+    _refuse_old_head_keys(raw, source)
     cfg = _build(Config, raw, "", source)
     _validate(cfg, source)
     return cfg

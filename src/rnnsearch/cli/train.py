@@ -105,7 +105,7 @@ def cmd_params(args) -> None:
     tgt_v = args.tgt_vocab or cfg.vocab.size
     model = build_model(cfg.model, src_v, tgt_v)
     groups: dict[str, int] = {}
-    for name, p in model.named_parameters():
+    for name, p in model.state_dict().items():  # named as the weights file names them
         groups[name.split(".")[0]] = groups.get(name.split(".")[0], 0) + p.numel()
     print(json.dumps({"arch": cfg.model.arch, "src_vocab": src_v, "tgt_vocab": tgt_v,
                       "parameters": model.num_parameters(), "by_module": groups}, indent=2))

@@ -25,7 +25,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from rnnsearch.config import Config, ConfigError, config_from_dict
+from rnnsearch.config import Config, ConfigError, config_from_dict, upgrade_saved
 from rnnsearch.engine.data.vocab import load_tokenizers, tokenizer_files
 from rnnsearch.io import DataError, atomic_write, atomic_write_text
 from rnnsearch.nn.model import build_model
@@ -72,7 +72,7 @@ def read_config(model_dir: Path) -> Config:
         raise CheckpointError(f"{model_dir}: not an rnnsearch model directory (no config.json)")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return config_from_dict(raw, source=str(path))
+        return config_from_dict(upgrade_saved(raw), source=str(path))  # an older rnnsearch's keys, upgraded
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path}: not valid JSON ({e})") from None
     except RecursionError:

@@ -25,7 +25,6 @@ per sentence by :meth:`Attention.keys`, not once per target word.
 from __future__ import annotations
 
 import math
-from typing import cast
 
 import torch
 from torch import nn
@@ -119,41 +118,3 @@ class Attention(nn.Module):
         context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)  # step 3: Σ_j α_ij h_j
         return context, alpha
 
-
-class ScoreRefiner(nn.Module):
-    """A second look at a whole alignment matrix (``model.alignment_head_refine``; not in the paper).
-
-    An additive score e_ij weighs target word i against source word j alone. A word aligner also
-    looks around a link: its neighbours on the diagonal (i±1, j±1) and whether j, too, has i for its
-    best target word (what symmetrising two directions adds). Given the scores of every pair of a
-    sentence pair at once, the refiner adds that view:
-
-        β = softmax_j e            γ = softmax_i e         (over real words only)
-        e'_ij = e_ij + Conv₂(tanh Conv₁[β; γ; β ⊙ γ])_ij
-
-    two `width` × `width` convolutions over the (target, source) grid, `channels` wide in between.
-    Conv₂ starts at zero, so a new refiner leaves the scores as they were. Outside the real words
-    both layers read zeros, so a pair scores the same alone and padded in a batch.
-    """
-
-    def __init__(self, channels: int = 16, width: int = 5):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, channels, width, padding=width // 2)
-        self.conv2 = nn.Conv2d(channels, 1, width, padding=width // 2)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        self.conv1.reset_parameters()
-        nn.init.zeros_(self.conv2.weight)
-        nn.init.zeros_(cast(torch.Tensor, self.conv2.bias))
-
-    def forward(self, e: torch.Tensor, src_mask: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
-        """e (B, T, S) scores, src_mask (B, S) and tgt_mask (B, T) True on real words -> e' (B, T, S);
-        padded cells read as zero and leave the real ones' views unchanged."""
-        real = tgt_mask.unsqueeze(2) & src_mask.unsqueeze(1)
-        low = at_least_fp32(e).masked_fill(~real, -1e9)  # a padded row or column softmaxes to 0 after
-        beta = torch.softmax(low, 2) * real
-        gamma = torch.softmax(low, 1) * real
-        grid = torch.stack([beta, gamma, beta * gamma], 1).to(e.dtype)  # (B, 3, T, S)
-        hidden = torch.tanh(self.conv1(grid)) * real.unsqueeze(1).to(e.dtype)  # the borders: zero, as padding
-        return e + self.conv2(hidden).squeeze(1)

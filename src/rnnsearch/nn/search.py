@@ -1,8 +1,8 @@
-"""Greedy and batched beam search, over a stream of sentences in flight.
+"""Batched beam search (K = 1: greedy search), over a stream of sentences in flight.
 
 Sentences and beams are flattened into one batch of rows, K per sentence; the encoder
 output (annotations and precomputed keys) stays one row per sentence, which the sentence's K
-hypotheses attend to together (model.context_terms), never copied K times or recomputed.
+hypotheses attend to together (the model's context_terms), never copied K times or recomputed.
 
 A hypothesis that emits </s> stays in its beam, frozen: from then on it can only
 "extend" with <pad> at zero cost, so its score and length stop changing. That makes
@@ -36,6 +36,7 @@ import torch
 
 from rnnsearch.config import DecodeConfig, decode_options
 from rnnsearch.nn.model import BOS, EOS, PAD, Encoded
+from rnnsearch.nn.output import Rows
 
 
 @dataclass(frozen=True)
@@ -94,22 +95,14 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, options: Optio
     return out
 
 
-def greedy_search(model, src, src_mask, max_len_ratio: float = 2.0, with_attention: bool = True):
-    """Beam search with K = 1: the argmax word at every step. Nothing in the package calls it
-    (every decoder goes through `beam_search`, where beam=1 is greedy); it stays as the name the
-    tests hold to the definition: tests/test_search.py checks it against a plain step-by-step
-    argmax loop over `model.step`, and that a wider beam never finds a less probable translation."""
-    return [h[0] for h in beam_search(model, src, src_mask, beam=1, alpha=0.0,
-                                      max_len_ratio=max_len_ratio, with_attention=with_attention)]
-
-
 @dataclass
 class _Output:
-    """The output layer over a shortlist's ids (`vocab`, ascending): the weights, where </s> is
-    among them, and which of them are never generated (<s>, <pad>)."""
+    """The output layer over a shortlist's ids (`vocab`, ascending): its rows (the model's
+    ``W_o.rows``, nn/output.py), where </s> is among them, and which of them are never generated
+    (<s>, <pad>)."""
 
     vocab: torch.Tensor
-    layer: tuple[torch.Tensor, torch.Tensor]
+    layer: Rows
     eos: int
     never: torch.Tensor
 
@@ -118,7 +111,7 @@ class _Output:
         vocab = allowed.any(0).nonzero().squeeze(1)
         eos = int((vocab == EOS).nonzero()[0, 0])  # Shortlist.allowed always includes it
         never = ((vocab == BOS) | (vocab == PAD)).nonzero().squeeze(1)
-        return cls(vocab, model.output_layer(vocab), eos, never)
+        return cls(vocab, model.W_o.rows(vocab), eos, never)
 
 
 CHUNKED_TOPK_FROM = 2048  # vocabularies at least this wide take top_k's two-stage path

@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Union, cast
 
 import torch
 from torch import nn
 
 from rnnsearch.config import ModelConfig
 from rnnsearch.nn.attention import Attention
-from rnnsearch.nn.model import Encoded, RNNencdec, build_model
+from rnnsearch.nn.model import Encoded, RNNencdec, RNNsearch, build_model
 
 log = logging.getLogger("rnnsearch")
 INPUT = [1, 2, 3, 4, 5, 6, 7]
@@ -55,7 +55,7 @@ def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: in
     """‖∂c_i/∂h_j‖ (steps x source positions) for an untrained model of `arch`."""
     torch.manual_seed(seed)
     cfg = ModelConfig(arch=arch, emb=16, hidden=16, align=16, maxout=8)
-    model = build_model(cfg, 20, 20).double().eval()
+    model = cast(Union[RNNsearch, RNNencdec], build_model(cfg, 20, 20).double().eval())
     with torch.no_grad():
         for p in model.parameters():  # away from the paper's tiny init, so gradients are visible
             p.normal_(0.0, 0.3)
@@ -63,18 +63,16 @@ def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: in
     mask = torch.ones_like(src, dtype=torch.bool)
     x = model.src_emb(src)
     states, _ = model.enc_fwd.run(model.enc_fwd.W(x), mask, x.new_zeros(1, cfg.hidden))
-    if arch == "rnnsearch":
+    if isinstance(model, RNNsearch):
         bwd, _ = model.enc_bwd.run(model.enc_bwd.W(x), mask, x.new_zeros(1, cfg.hidden), reverse=True)
         states = torch.cat([states, bwd], -1)
     states = states.detach()
 
     def contexts(h: torch.Tensor) -> torch.Tensor:
         # The decoder's view of the encoder states h_j: the model's own encode -> attend path.
-        if arch == "rnnsearch":
-            enc = Encoded(h, model.attention.keys(h), None, mask, torch.tanh(model.W_s(h[:, 0, 16:])),
-                          model.context_values(h))
+        if isinstance(model, RNNsearch):
+            enc = Encoded(h, model.attention.keys(h), None, mask, torch.tanh(model.W_s(h[:, 0, 16:])))
         else:
-            assert isinstance(model, RNNencdec)  # build_model's class for arch "rnnencdec"
             c = torch.tanh(model.V(h[:, -1]))  # c = tanh(V h_Tx)
             enc = Encoded(None, None, c, mask, torch.tanh(model.V_s(c)))
         s, y, out = enc.state, torch.tensor([2]), []

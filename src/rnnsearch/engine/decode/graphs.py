@@ -25,7 +25,7 @@ import torch
 from rnnsearch.nn.model import PAD, Encoded
 
 WIDTH_STEP = 16  # source positions are padded to a multiple of this
-_SOURCE_FIELDS = ("annotations", "keys", "src_mask", "values")  # (B, S, ...) fields of Encoded
+_SOURCE_FIELDS = ("annotations", "keys", "src_mask")  # (B, S, ...) fields of Encoded
 
 
 def row_bucket(n: int) -> int:

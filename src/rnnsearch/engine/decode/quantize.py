@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Optional
+from typing import Optional, cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rnnsearch.engine.precision import cpu_info
 from rnnsearch.nn.gru import GRU
-from rnnsearch.nn.model import RNNsearch
+from rnnsearch.nn.model import RNNsearch, Seq2Seq
+from rnnsearch.nn.output import Rows
 
 KINDS = ("none", "int8")
 ENGINES = ("x86", "fbgemm", "onednn")
@@ -55,18 +57,24 @@ def int8_engine() -> tuple[str, bool]:
     return chosen, not (amx and chosen == "onednn")
 
 
+def per_row_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight` (out, in) as a quantized qint8 tensor, symmetric, one scale per output row, and
+    those scales (fp64)."""
+    w = weight.detach().float().cpu()
+    scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).double()
+    zeros = torch.zeros(w.size(0), dtype=torch.long)
+    with warnings.catch_warnings():  # the packing wants a quantized tensor, which torch 2.13 deprecates
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+        return torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8), scales
+
+
 class Int8Linear(nn.Module):
     """y = x Wᵀ + b with W in int8 (per-row scales) and x quantised per call."""
 
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_rows: bool = False):
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
         super().__init__()
         self.in_features, self.out_features = weight.size(1), weight.size(0)
-        w = weight.detach().float().cpu()
-        scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).double()
-        zeros = torch.zeros(w.size(0), dtype=torch.long)
-        with warnings.catch_warnings():  # the packing wants a quantized tensor, which torch 2.13 deprecates
-            warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-            q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
+        q, _ = per_row_int8(weight)
         b = None if bias is None else bias.detach().float().cpu()
         self.engine, self.reduce_range = int8_engine()
         before = torch.backends.quantized.engine
@@ -75,23 +83,10 @@ class Int8Linear(nn.Module):
             self._packed = torch.ops.quantized.linear_prepack(q, b)
         finally:
             torch.backends.quantized.engine = before
-        # keep_rows (the output layer): its int8 rows and scales, from which :meth:`rows` gives a
-        # shortlist's few rows (a quarter of an fp32 copy's memory; packed weights cannot be indexed)
-        self._int8: Optional[torch.Tensor] = q.int_repr() if keep_rows else None
-        self._scales = scales.float() if keep_rows else None
-        self._bias = b if keep_rows else None
 
     @classmethod
-    def of(cls, linear: nn.Linear, keep_rows: bool = False) -> Int8Linear:
-        return cls(linear.weight, linear.bias, keep_rows)
-
-    def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """The fp32 weight rows and biases of the outputs `ids`, dequantised: what the int8 product
-        multiplies by for those outputs. Only for a layer made with keep_rows."""
-        if self._int8 is None or self._scales is None:
-            raise ValueError("rows() needs an Int8Linear made with keep_rows=True")
-        weight = self._int8.index_select(0, ids).float().mul_(self._scales.index_select(0, ids).unsqueeze(1))
-        return weight, None if self._bias is None else self._bias.index_select(0, ids)
+    def of(cls, linear: nn.Linear) -> Int8Linear:
+        return cls(linear.weight, linear.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float().contiguous()
@@ -106,6 +101,27 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 ({self.engine})"
+
+
+class Int8Output(Int8Linear):
+    """The output layer W_o in int8, as nn/output.py's `OutputLayer`: the int8 product over the whole
+    vocabulary, and for a shortlist its rows dequantised from the int8 rows and scales it keeps (a
+    quarter of an fp32 copy's memory; packed weights cannot be indexed)."""
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
+        super().__init__(weight, bias)
+        q, scales = per_row_int8(weight)
+        self._int8, self._scales = q.int_repr(), scales.float()
+        self._bias = None if bias is None else bias.detach().float().cpu()
+
+    def rows(self, ids: torch.Tensor) -> Rows:
+        """The fp32 weight rows and biases of the outputs `ids`, dequantised: what the int8 product
+        multiplies by for those outputs."""
+        weight = self._int8.index_select(0, ids).float().mul_(self._scales.index_select(0, ids).unsqueeze(1))
+        return weight, None if self._bias is None else self._bias.index_select(0, ids)
+
+    def logits(self, t: torch.Tensor, rows: Optional[Rows] = None) -> torch.Tensor:
+        return self(t) if rows is None else F.linear(t, *rows)
 
 
 class Int8Recurrent(nn.Module):
@@ -123,7 +139,7 @@ class Int8Recurrent(nn.Module):
         return self.rz, self.h
 
 
-def quantize_int8_(model: RNNsearch) -> RNNsearch:
+def quantize_int8_(model: Seq2Seq) -> Seq2Seq:
     """Swap the per-step products of `model` (an RNNsearch or RNNencdec on the CPU) for int8
     ones, in place; returns it. Decoding only: the swapped modules have no gradients."""
     if any(p.device.type != "cpu" for p in model.parameters()):
@@ -136,9 +152,10 @@ def quantize_int8_(model: RNNsearch) -> RNNsearch:
     dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
     for name in ("C", "U_o", "V_o", "C_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
-    model.W_o = Int8Linear.of(model.W_o, keep_rows=True)  # type: ignore[assignment]
-    att = getattr(model, "attention", None)
-    for name in ("W_a", "W_g"):
-        if att is not None and hasattr(att, name):
-            setattr(att, name, Int8Linear.of(getattr(att, name)))
+    dense = cast(nn.Linear, model.W_o)  # the model's own LinearOutput
+    model.W_o = Int8Output(dense.weight, dense.bias)
+    if isinstance(model, RNNsearch):  # its attention's query side; RNNencdec has none
+        for name in ("W_a", "W_g"):
+            if hasattr(model.attention, name):
+                setattr(model.attention, name, Int8Linear.of(getattr(model.attention, name)))
     return model

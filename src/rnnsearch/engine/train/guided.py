@@ -19,7 +19,7 @@ is: the attention scored from s_i, the state that emitted y_i (the row a model t
 step late" puts on y_i's source; Garg et al. see this in Transformers). Pick the shift the
 held-out gold links prefer, and read links out of the model with the same shift.
 
-**The alignment head.** With model.alignment_head the loss guides the head's β instead (nn/model.py):
+**The alignment head.** With model.alignment_head the loss guides the head's β instead (nn/alignment_head.py):
 β_i is scored from s_{i+1}, the first state that has read y_i, so the row of a word knows the word
 (no guided row of the attention does: the shift cannot give it that). The attention is then
 trained by the translation loss alone, as in the paper; the shift must be 0.
@@ -97,7 +97,7 @@ class GuidedAlignment(LossTerm):
     the log line reports G per target token (guided_loss) and w_t (guided_weight)."""
 
     def __init__(self, cfg: Config):
-        self.t, self.head = cfg.train, cfg.model.alignment_head  # head: guide its β, not the attention
+        self.t, self.head = cfg.train, cfg.model.alignment_head != "none"  # guide the head's β, not α
         self.alignment: Optional[Alignment] = None
 
     def setup(self, trainer: Any) -> None:

@@ -63,7 +63,7 @@ from rnnsearch.engine.train.objective import (
     packed_loss,
 )
 from rnnsearch.io import MissingFileError, atomic_write_text
-from rnnsearch.nn.model import RNNsearch, build_model
+from rnnsearch.nn.model import Seq2Seq, build_model
 
 log = logging.getLogger("rnnsearch")
 
@@ -481,7 +481,7 @@ class Trainer:
             self.valid = validation_set(self.cfg, self.src_tok, self.tgt_tok)
             self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
             self.trained: torch.nn.Module = self.model  # what the optimizer updates (a term may widen it)
-            self.models: list[RNNsearch] = [self.model]  # the models the run trains, each saved in
+            self.models: list[Seq2Seq] = [self.model]  # the models the run trains, each saved in
             self.model_dirs = [self.model_dir]  # its own directory
             for term in self.terms:
                 term.setup(self)
