@@ -311,3 +311,15 @@ def test_a_stalled_client_does_not_hold_up_the_others(live):
         sock.sendall(b' w2"}' + b" " * 23)  # the rest arrives late: still answered
         answer = sock.recv(65536).decode()
     assert answer.startswith("HTTP/1.1 200"), answer[:200]
+
+
+def test_a_beam_over_the_servers_limit_stops_the_command_with_one_line(reverse_model, capsys):
+    """`serve --beam` is checked once, where the server resolves its decoding options: 0 by the
+    option's own range, 40 by the server's max_beam; each one error line, exit 2, nothing served."""
+    from rnnsearch.cli import main
+
+    for beam, message in ((40, "beam: must be from 1 to 32 (the server's max_beam), got 40"),
+                          (0, "beam: must be in 1..256, got 0")):
+        assert main(["serve", "--model", str(reverse_model), "--beam", str(beam), "--port", "0"]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert len(errors) == 1 and message in errors[0], errors

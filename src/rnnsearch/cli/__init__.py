@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from rnnsearch.cli import attention, data, demo, train, translate
+from rnnsearch.cli import attention, data, demo, serve, train, translate
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import CheckpointError
 from rnnsearch.io import DataError
@@ -17,7 +17,8 @@ log = logging.getLogger("rnnsearch")
 # In the order `rnnsearch --help` lists them.
 COMMANDS = (train.add_train, translate.add_translate, translate.add_evaluate, attention.add_attention_views,
             attention.add_align, train.add_average, train.add_params, demo.add_demo, demo.add_figure,
-            demo.add_experiment, data.add_data, data.add_serve, translate.add_shortlist, train.add_quickstart)
+            demo.add_experiment, data.add_data, serve.add_serve, translate.add_shortlist,
+            train.add_quickstart)
 
 
 class _TqdmHandler(logging.Handler):
