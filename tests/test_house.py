@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LONGEST_FUNCTION = 60  # lines, decorators excluded, docstring included
 HISTORY = re.compile(r"seed 00[0-9]|[A-Za-z]+ issue\b", re.I)  # "seed 004", "the Speed issue"
 SCREEN = 30  # lines
+PAGE_WORDS = {"benchmarks.md": 2_000, "alignment.md": 2_000}  # current pages; any other: 2,500
+README_LINES = 150
 DOCS_WORDS = 20_000  # docs/*.md outside docs/history/, counted as `wc -w` does
 DATE = re.compile(r"\b\d{4}-\d{2}\b")  # 2026-12 or 2026-12-06
 
@@ -263,6 +265,12 @@ def test_the_docs_are_current_pages_of_a_reads_length():
         f"docs/*.md hold {sum(words.values())} words, over {DOCS_WORDS}: move dated runs to "
         f"docs/history/ ({sorted(words.items(), key=lambda kv: -kv[1])})")
     assert dated_headings(docs + [ROOT / "README.md", ROOT / "README.zh-CN.md"]) == []
+    long_pages = {name: n for name, n in words.items()
+                  if n > PAGE_WORDS.get(name, 2_500) and name != "api.md"}
+    assert long_pages == {}, f"pages over their words (api.md, generated, aside): {long_pages}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= README_LINES, f"README.md is {len(readme)} lines, over {README_LINES}"
+    assert any(line.startswith("## Reading order") for line in readme[:60]), "no reading order in 60 lines"
 
 
 def test_the_date_check_finds_a_dated_heading(tmp_path):
