@@ -62,8 +62,8 @@ from rnnsearch.engine.data.parallel import (
 from rnnsearch.engine.data.vocab import build_tokenizers, load_tokenizers, save_tokenizers
 from rnnsearch.engine.decode.graphs import GraphedStep
 from rnnsearch.engine.decode.translator import Translator
+from rnnsearch.engine.train.launch import make_optimizer
 from rnnsearch.engine.train.objective import batch_loss
-from rnnsearch.engine.train.trainer import make_optimizer
 from rnnsearch.nn.model import build_model
 from rnnsearch.tools.apple_corpus import generate
 

@@ -179,7 +179,7 @@ def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path
 
 def test_a_joint_run_stops_on_the_validation_loss_of_both_directions(tmp_path):
     from rnnsearch.config import TrainConfig
-    from rnnsearch.engine.train.trainer import TrainState
+    from rnnsearch.engine.train.state import TrainState
 
     t = TrainConfig(stop_valid_loss=0.01)
     term = Agreement(toy_config(tmp_path, "joint", agreement=1.0))

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 import rnnsearch
 from rnnsearch.config import ConfigError, TrainConfig
 from rnnsearch.engine.checkpoint import CheckpointError
-from rnnsearch.engine.train.trainer import Trainer, TrainingInterrupted, train
+from rnnsearch.engine.train.launch import TrainingInterrupted
+from rnnsearch.engine.train.trainer import Trainer, train
 from rnnsearch.tools.toy import toy_pairs
 
 
@@ -196,7 +197,7 @@ def test_timed_saves_checkpoint_without_validating(tmp_path):
 
 def test_train_state_patience_learning_rate_and_stopping():
     from rnnsearch.config import TrainConfig
-    from rnnsearch.engine.train.trainer import TrainState
+    from rnnsearch.engine.train.state import TrainState
 
     t = TrainConfig(valid_metric="loss", patience=3, lr_decay=0.5, lr_patience=2, min_lr=0.3,
                     stop_valid_loss=0.5)
@@ -216,7 +217,7 @@ def test_train_state_patience_learning_rate_and_stopping():
 
 
 def test_a_train_state_with_the_former_key_names_restores():
-    from rnnsearch.engine.train.trainer import TrainState
+    from rnnsearch.engine.train.state import TrainState
 
     # a plain run's state as train_state.safetensors held it when the counter towards the next decay
     # was saved as lr_bad, beside the reverse model's keys (None without train.agreement)
@@ -232,7 +233,8 @@ def test_a_train_state_with_the_former_key_names_restores():
 def test_trainer_steps_can_be_taken_one_at_a_time(tmp_path):
     from rnnsearch.engine.checkpoint import load_train_state
     from rnnsearch.engine.data.parallel import target_tokens
-    from rnnsearch.engine.train.trainer import Trainer, TrainState
+    from rnnsearch.engine.train.state import TrainState
+    from rnnsearch.engine.train.trainer import Trainer
 
     trainer = Trainer(toy_config(tmp_path, "steps", max_steps=3))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
@@ -382,7 +384,7 @@ def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
                                                     ("adadelta", None, 1e-6), ("adam", 1e-4, 1e-4)])
 def test_optimizer_uses_the_eps_the_config_says(optimizer, given, used, tmp_path):
     from rnnsearch.config import config_from_dict
-    from rnnsearch.engine.train.trainer import make_optimizer
+    from rnnsearch.engine.train.launch import make_optimizer
 
     train_cfg = {"optimizer": optimizer} if given is None else {"optimizer": optimizer, "eps": given}
     cfg = config_from_dict({"train": train_cfg})
@@ -425,22 +427,22 @@ def test_threads_follow_the_free_cores(monkeypatch):
     """train.threads 0 without OMP_NUM_THREADS: a thread a core not busy with other processes."""
     import os
 
-    from rnnsearch.engine.train import trainer as train_module
+    from rnnsearch.engine.train import launch
 
-    assert 0.0 <= train_module.busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9  # /proc/stat, sampled
-    monkeypatch.setattr(train_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert 0.0 <= launch.busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9  # /proc/stat, sampled
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     for load, expected in ((0.1, 4), (1.2, 3), (3.6, 1), (9.0, 1)):
-        assert train_module.free_cores(load)[0] == expected
-    monkeypatch.setattr(train_module, "busy_cores", lambda: 0.0)
+        assert launch.free_cores(load)[0] == expected
+    monkeypatch.setattr(launch, "busy_cores", lambda: 0.0)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert train_module.free_cores()[0] == 2  # two ranks share the four cores
+    assert launch.free_cores()[0] == 2  # two ranks share the four cores
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-        train_module.seed_and_threads(TrainConfig(threads=0))
+        launch.seed_and_threads(TrainConfig(threads=0))
         assert torch.get_num_threads() == 2
-        train_module.seed_and_threads(TrainConfig(threads=1))
+        launch.seed_and_threads(TrainConfig(threads=1))
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as e:
         # a training run stopped by SIGINT/SIGTERM saved a checkpoint and says how to resume
-        # (engine.train.TrainingInterrupted); the exit status is the shell's 128 + signal number
+        # (engine.train.launch.TrainingInterrupted); the exit status is the shell's 128 + signal number
         signum = getattr(e, "signum", None)
         print(f"rnnsearch: {e if signum else 'interrupted'}", file=sys.stderr)
         return 128 + (signum or 2)

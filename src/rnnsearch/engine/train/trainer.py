@@ -1,7 +1,9 @@
 """Training (paper Appendix B): minibatch SGD with Adadelta or Adam, clipped gradients,
 periodic validation (loss and BLEU), best/last checkpoints, early stopping, resume. One `Trainer`
 runs every kind of run; what a run adds to the NLL (guided alignment, the agreement of two
-directions) is a loss term (engine/train/objective.py's LossTerm) that `loss_terms` picks from the config."""
+directions) is a loss term (engine/train/objective.py's LossTerm) that `loss_terms` picks from the config.
+The loop is `Trainer.run` and `Trainer.train_epoch`; what a run keeps and logs is in state.py, what it
+starts from and stops by (model directory, resume, seed, threads, optimizer, signals) in launch.py."""
 
 from __future__ import annotations
 
@@ -9,36 +11,20 @@ import copy
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
-import sacrebleu
 import torch
 
-from rnnsearch.config import Config, TrainConfig
+from rnnsearch.config import Config
 from rnnsearch.engine import distributed
-from rnnsearch.engine.checkpoint import (
-    CheckpointError,
-    load_train_state,
-    read_config,
-    save_train_state,
-    save_weights,
-)
-from rnnsearch.engine.data.pairs import (
-    corpus_files,
-    in_memory_pairs,
-    load_pairs,
-    prepared_pairs,
-    vocabularies,
-)
+from rnnsearch.engine.checkpoint import CheckpointError, load_train_state, save_train_state
+from rnnsearch.engine.data.pairs import corpus_files, in_memory_pairs, prepared_pairs, vocabularies
 from rnnsearch.engine.data.parallel import (
     Batch,
     ParallelData,
@@ -54,13 +40,23 @@ from rnnsearch.engine.distributed import on_main_rank
 from rnnsearch.engine.precision import choose, model_size
 from rnnsearch.engine.train.agreement import Agreement
 from rnnsearch.engine.train.guided import GuidedAlignment
-from rnnsearch.engine.train.objective import (
-    LossTerm,
-    Update,
-    batch_loss,
-    evaluate_loss,
-    objective,
-    packed_loss,
+from rnnsearch.engine.train.launch import (
+    StopRequests,
+    TrainingInterrupted,
+    make_optimizer,
+    prepare_model_dir,
+    seed_and_threads,
+)
+from rnnsearch.engine.train.objective import LossTerm, Update, batch_loss, objective, packed_loss
+from rnnsearch.engine.train.state import (
+    MetricsLog,
+    Step,
+    TrainState,
+    Validation,
+    Window,
+    save_model_files,
+    validation_scores,
+    validation_set,
 )
 from rnnsearch.io import MissingFileError, atomic_write_text
 from rnnsearch.nn.model import Seq2Seq, build_model
@@ -70,347 +66,17 @@ log = logging.getLogger("rnnsearch")
 MAX_BAD_STEPS = 20  # consecutive non-finite losses/gradients before giving up
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped by SIGINT or SIGTERM after writing a resumable checkpoint (no DONE)."""
+def train(cfg: Config, resume: bool = False) -> Path:
+    """Train per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`; returns its
+    path. The config names the loss terms added to the NLL (`loss_terms`): train.guided_alignment
+    teaches the attention a word aligner's links (engine/train/guided.py), train.agreement trains the
+    two directions together (engine/train/agreement.py). `rnnsearch.train` is this function.
 
-    def __init__(self, signum: int, model_dir: Path, step: int):
-        self.signum, self.model_dir, self.step = signum, model_dir, step
-        super().__init__(f"training interrupted by {signal.Signals(signum).name} at step {step}; its "
-                         f"checkpoint is saved: `rnnsearch train --resume {model_dir}` continues it")
-
-
-class StopRequests:
-    """SIGINT (Ctrl-C) and SIGTERM while a run trains: the first asks it to stop after the current
-    update and save a checkpoint to resume from, so at most one update's work is lost instead of
-    everything since the last save; a second one stops at once, the way it would without this.
-    A signal the process started out ignoring stays ignored, as Python leaves it: a shell without
-    job control starts its background jobs so, for a Ctrl-C at the terminal not to stop them.
-    Installed only in the main thread (Python delivers signals there); a no-op elsewhere."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.signum: Optional[int] = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopRequests:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._request) for s in self.SIGNALS
-                              if signal.getsignal(s) is not signal.SIG_IGN}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
-        self._previous = {}
-
-    def _request(self, signum: int, frame) -> None:
-        if self.signum is None:
-            self.signum = signum
-            return
-        self.__exit__()  # asked twice: the handlers from before this run take the signal now
-        signal.raise_signal(signum)
-
-
-def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
-    t = cfg.train
-    assert t.eps is not None  # resolved when the config is made (TrainConfig.__post_init__)
-    if t.optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=t.lr, rho=t.rho, eps=t.eps, weight_decay=t.weight_decay)
-    # fused: one kernel over every parameter instead of a loop over tensors, 28 -> 5.5 ms a step on
-    # the benchmark model (docs/benchmarks.md, "CPU changes measured")
-    return torch.optim.Adam(params, lr=t.lr, eps=t.eps, weight_decay=t.weight_decay, fused=True)
-
-
-class MetricsLog:
-    """Appends JSON lines to log.jsonl, and mirrors scalars to TensorBoard when available."""
-
-    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
-        self.path = model_dir / "log.jsonl"
-        self.enabled = enabled
-        self.tb = None
-        if tensorboard and enabled:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(model_dir / "tensorboard"))
-            except Exception:  # tensorboard not installed: the JSONL log is enough
-                self.tb = None
-
-    def write(self, record: dict) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if self.tb is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
-                    self.tb.add_scalar(k, v, record.get("step", 0))
-            self.tb.flush()
-
-    def rewind(self, step: int) -> int:
-        """Drop the records of steps after `step`, the checkpoint a run resumes from: the steps a
-        killed run took past its last save are trained again, and logged again. Returns how many."""
-        if not self.enabled or not self.path.exists():
-            return 0
-        lines = [x for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        kept = [x for x in lines if _logged_step(x) <= step]  # a line torn by the kill goes too
-        if len(kept) < len(lines):
-            atomic_write_text(self.path, "".join(x + "\n" for x in kept))
-        return len(lines) - len(kept)
-
-
-def _logged_step(line: str) -> float:
-    try:
-        return json.loads(line).get("step", 0)
-    except json.JSONDecodeError:
-        return math.inf
-
-
-def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool) -> dict:
-    """Validation loss and perplexity, and (with_bleu) BLEU of the first data.valid_bleu_sentences
-    sentences decoded with beam train.valid_beam."""
-    out = {"valid_loss": evaluate_loss(translator.model, valid.data, translator.device)}
-    out["valid_ppl"] = math.exp(min(out["valid_loss"], 50))
-    if with_bleu:
-        n = min(len(valid.src), cfg.data.valid_bleu_sentences)
-        hyps = translator.translate(valid.src[:n], beam=cfg.train.valid_beam, attention=False)
-        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [valid.tgt[:n]],
-                                                  tokenize=cfg.data.bleu_tokenize).score
-    translator.model.train()
-    return out
-
-
-@dataclass
-class Validation:
-    """The validation set: encoded pairs, and the raw text of the same pairs for BLEU."""
-
-    data: ParallelData
-    src: list[str]
-    tgt: list[str]
-
-
-@dataclass
-class TrainState:
-    """Where a run stands: saved with every checkpoint (train_state.safetensors), restored by
-    --resume. `validation_outcome()` is the part rank 0's validation decides for every rank;
-    `terms` holds the loss terms' entries (LossTerm.state), saved beside the others."""
-
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # the next batch of the epoch
-    best: Optional[float] = None  # best validation score, higher is better (a loss is stored negated)
-    bad_validations: int = 0  # validations in a row without improvement (train.patience)
-    bad_validations_since_lr_decay: int = 0  # the same count, restarted by a decay (train.lr_patience)
-    lr: float = 0.0
-    tokens: int = 0  # target tokens trained on
-    seconds: float = 0.0  # training wall-clock, summed over resumes
-    valid_loss: Optional[float] = None
-    terms: dict[str, Any] = field(default_factory=dict)
-
-    FORMER_NAMES: ClassVar[dict[str, str]] = {"lr_bad": "bad_validations_since_lr_decay"}  # in saved states
-
-    @classmethod
-    def restored(cls, saved: dict[str, Any], lr: float, terms: Optional[dict[str, Any]] = None) -> TrainState:
-        """The state saved in train_state.safetensors, with the entries of `terms` (names and
-        initial values) among its keys; other keys this class does not have are ignored."""
-        known = {f.name for f in fields(cls)} - {"terms"}
-        saved = {cls.FORMER_NAMES.get(k, k): v for k, v in saved.items()}
-        kept = {k: saved.get(k, v) for k, v in (terms or {}).items()}
-        return cls(**{"lr": lr, **{k: v for k, v in saved.items() if k in known}, "terms": kept})
-
-    def saved(self) -> dict[str, Any]:
-        """What a checkpoint stores: the fields, then the terms' entries, all at the top level."""
-        state = asdict(self)
-        terms = state.pop("terms")
-        return {**state, **terms}
-
-    def validation_outcome(self) -> dict[str, Any]:
-        return {k: copy.copy(getattr(self, k)) for k in ("best", "bad_validations",
-                                                         "bad_validations_since_lr_decay", "lr",
-                                                         "valid_loss", "terms")}
-
-    def after_validation(self, record: dict, t: TrainConfig) -> bool:
-        """Update the best score, patience counters and (on a plateau) the learning rate; True if
-        the validation improved on the best."""
-        self.valid_loss = record["valid_loss"]
-        score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
-        if self.best is None or score > self.best:
-            self.best, self.bad_validations, self.bad_validations_since_lr_decay = score, 0, 0
-            return True
-        self.bad_validations += 1
-        self.bad_validations_since_lr_decay += 1
-        if t.lr_decay < 1.0 and self.bad_validations_since_lr_decay >= t.lr_patience:
-            self.lr = max(t.min_lr, self.lr * t.lr_decay)
-            self.bad_validations_since_lr_decay = 0
-            log.info("no improvement for %d validations: lr -> %g", t.lr_patience, self.lr)
-        return False
-
-    def stop_reason(self, t: TrainConfig) -> Optional[str]:
-        """Why training ends after the validation just done, if it does: patience run out, or the
-        validation loss down to ``train.stop_valid_loss``."""
-        if t.patience and self.bad_validations >= t.patience:
-            return f"no improvement in {t.patience} validations"
-        loss = self.stopping_loss()
-        if t.stop_valid_loss and loss is not None and loss <= t.stop_valid_loss:
-            return f"validation loss {loss:.4g} <= stop_valid_loss={t.stop_valid_loss}"
-        return None
-
-    def stopping_loss(self) -> Optional[float]:
-        """The validation loss that ``train.stop_valid_loss`` is compared with: the highest of the
-        models the run trains (a term's ``*valid_loss`` entries are its models'), so all reach it."""
-        extra = (v for k, v in self.terms.items() if k.endswith("valid_loss"))
-        losses = [x for x in (self.valid_loss, *extra) if x is not None]
-        return max(losses) if losses else None
-
-
-@dataclass
-class Step:
-    """What one update leaves for the log: its named sums (on the device, read only when logged),
-    each with the tokens its mean is over ("loss" first: the NLL and the batch's target tokens),
-    the terms' values, the target tokens and the gradient norm before clipping."""
-
-    tokens: int
-    grad_norm: torch.Tensor
-    sums: dict[str, tuple[torch.Tensor, int]]
-    values: dict[str, float] = field(default_factory=dict)
-
-
-class Window:
-    """The named sums and tokens since the last training log line (the sums kept on the device)."""
-
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.sums: dict[str, torch.Tensor | float] = {}
-        self.counts: dict[str, int] = {}  # the tokens of each sum
-        self.values: dict[str, float] = {}
-        self.tokens = 0
-        self.t0 = time.time()
-
-    def add(self, step: Step) -> None:
-        for name, (value, tokens) in step.sums.items():
-            self.sums[name] = self.sums.get(name, 0.0) + value
-            self.counts[name] = self.counts.get(name, 0) + tokens
-        self.values.update(step.values)
-        self.tokens += step.tokens
-
-    def means(self, ctx: distributed.Context, device: torch.device) -> dict[str, float]:
-        """Each sum added up over the ranks, per token of its own; then the values."""
-        totals = distributed.all_sum([float(v) for v in self.sums.values()], ctx, device)
-        means = {k: s / max(self.counts[k], 1) for k, s in zip(self.sums, totals)}
-        return {**means, **self.values}
-
-
-# What a resumed run takes from the config it is given; everything else comes from the model directory.
-RESUME_KEYS = ("max_epochs", "max_steps", "max_minutes", "stop_valid_loss", "progress", "device", "precision",
-               "threads")
-
-
-def resume_config(cfg: Config, model_dir: Path) -> Config:
-    """The saved config of `model_dir` with `cfg`'s training limits, device and precision
-    (RESUME_KEYS); every other key of `cfg` that differs from the saved run is ignored with a
-    warning naming it, since the model, data and vocabulary must stay those of the run."""
-    saved = read_config(model_dir)
-    given, kept = cfg.to_dict(), saved.to_dict()
-    for section, values in given.items():
-        if not isinstance(values, dict):
-            continue
-        for key, value in values.items():
-            if section == "train" and key in RESUME_KEYS:
-                setattr(saved.train, key, value)
-            elif value != kept.get(section, {}).get(key):
-                log.warning("--resume: ignoring %s.%s=%r; the run continues with %r from %s", section, key,
-                            value, kept.get(section, {}).get(key), model_dir / "config.json")
-    saved.model_dir = str(model_dir)
-    return saved
-
-
-def prepare_model_dir(cfg: Config, resume: bool) -> Config:
-    """The config to train with: on resume the saved one (with `cfg`'s limits), the directory
-    cleared of a previous run's DONE and half-written files; a fresh run must not overwrite one."""
-    model_dir = Path(cfg.model_dir)
-    if resume:
-        cfg = resume_config(cfg, model_dir)
-        (model_dir / "DONE").unlink(missing_ok=True)
-        for stale in model_dir.glob(".*.tmp"):  # of a killed run
-            stale.unlink()
-    elif (model_dir / "train_state.safetensors").exists():
-        raise CheckpointError(f"{model_dir}: already holds a training run; use --resume to continue it "
-                              "or choose another model_dir")
-    return cfg
-
-
-def busy_cores(seconds: float = 0.25) -> float:
-    """How many cores other processes keep busy now: /proc/stat's busy share over `seconds`
-    times the machine's cores (this process sleeps meanwhile); else the 1-minute load average,
-    which lags (a finished `pip install` still counts for a minute)."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            ticks = [int(x) for x in f.readline().split()[1:]]
-        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-        return sum(ticks), idle
-
-    try:
-        total0, idle0 = sample()
-        time.sleep(seconds)
-        total1, idle1 = sample()
-    except (OSError, ValueError, IndexError):
-        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    busy = 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
-    return busy * (os.cpu_count() or 1)
-
-
-def free_cores(load: float | None = None) -> tuple[int, int, float]:
-    """(threads for this process, the cores it may run on, the busy cores): the cores of its
-    affinity less those busy now (rounded), shared among torchrun's local ranks, at least one."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    load = busy_cores() if load is None else load
-    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    return max(1, (cores - min(cores - 1, round(load))) // ranks), cores, load
-
-
-def seed_and_threads(t: TrainConfig) -> None:
-    """Python's and torch's random numbers from train.seed; torch's CPU threads: train.threads, or
-    with 0 (and no OMP_NUM_THREADS) one a free core, so that a run beside a busy process does not
-    oversubscribe the cores (two 2-thread runs on 2 cores ran 20x slower than one thread each)."""
-    random.seed(t.seed)
-    torch.manual_seed(t.seed)
-    if t.threads:
-        torch.set_num_threads(t.threads)
-    elif "OMP_NUM_THREADS" not in os.environ:
-        free, cores, load = free_cores()
-        torch.set_num_threads(free)
-        log.info("threads: %d (%d cores, %.1f busy; train.threads or OMP_NUM_THREADS sets them)",
-                 free, cores, load)
-
-
-def _save_model_files(model: torch.nn.Module, model_dir: Path, best: bool, step: int, keep_last: int) -> None:
-    """A model's weights: the best (when `best`), the last, and with `keep_last` a snapshot in
-    checkpoints/ (the oldest pruned)."""
-    meta = {"step": str(step)}
-    if best:
-        save_weights(model_dir / "model.safetensors", model, meta)
-    save_weights(model_dir / "last.safetensors", model, meta)
-    if keep_last:
-        snaps = model_dir / "checkpoints"
-        save_weights(snaps / f"step-{step:08d}.safetensors", model, meta)
-        for old in sorted(snaps.glob("step-*.safetensors"))[: -keep_last]:
-            old.unlink()
-
-
-def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
-    """The validation pairs, encoded in memory with their text kept for BLEU; None without any."""
-    valid = load_pairs(cfg, "valid")
-    if valid is None:
-        return None
-    d = cfg.data
-    files = corpus_files(cfg, "valid")  # not None: load_pairs read them
-    data = ParallelData.encode(valid[0], valid[1], src_tok, tgt_tok, 10 ** 6, d.reverse_source, d.lowercase,
-                               name="valid", files=files.describe() if files else "")
-    keep = [e.index for e in data.examples]
-    return Validation(data, [valid[0][i] for i in keep], [valid[1][i] for i in keep])
+    With `resume`, continue from the directory's last checkpoint (config taken from it).
+    SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
+    `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
+    """
+    return Trainer(cfg, resume).run()
 
 
 class Trainer:
@@ -451,118 +117,6 @@ class Trainer:
         self.stop_requests = StopRequests()
         self.interrupted: Optional[int] = None  # the signal that stopped the run, agreed by every rank
 
-    def setup_device(self) -> tuple[distributed.Context, torch.device]:
-        """This rank's place in the process group (if any) and its device; only rank 0 logs below
-        warnings."""
-        ctx, device = distributed.setup(self.cfg.train.device)
-        if not ctx.main:
-            log.setLevel(logging.WARNING)
-        if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        return ctx, device
-
-    def build(self, resume: bool) -> None:
-        """The data, the model and the terms' setup (their data and models). Bad data stops every
-        rank with one message and leaves no half-made model directory behind."""
-        files = corpus_files(self.cfg, "train")
-        if files is None:
-            raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
-                                  "train")
-        for split in filter(None, (files, corpus_files(self.cfg, "valid"))):  # not fetched yet: say so first
-            for _, path in split.roles():
-                if not path.exists():
-                    raise MissingFileError(path)
-        created = not self.model_dir.exists()
-        if self.ctx.main:  # only rank 0 makes it: a failed start removes it, and no rank makes it again
-            self.model_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self.src_tok, self.tgt_tok, self.train_data = self.load_data(files, resume)
-            self.valid = validation_set(self.cfg, self.src_tok, self.tgt_tok)
-            self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
-            self.trained: torch.nn.Module = self.model  # what the optimizer updates (a term may widen it)
-            self.models: list[Seq2Seq] = [self.model]  # the models the run trains, each saved in
-            self.model_dirs = [self.model_dir]  # its own directory
-            for term in self.terms:
-                term.setup(self)
-        except BaseException:
-            if created and self.ctx.main:
-                shutil.rmtree(self.model_dir, ignore_errors=True)
-            raise
-
-    def load_data(self, files: Any, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData]:
-        """Tokenisers (built and saved by rank 0 on a fresh run) and the training pairs (encoded by
-        rank 0, mapped by every rank)."""
-        cfg, model_dir, ctx = self.cfg, self.model_dir, self.ctx
-        if not resume:  # rank 0 builds the vocabularies; the others read them
-            on_main_rank(ctx, lambda: save_tokenizers(model_dir, cfg.vocab, *vocabularies(cfg, files)))
-            if ctx.main:
-                cfg.save(model_dir / "config.json")
-        distributed.barrier(ctx)
-        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
-        if not cfg.data.prepared:
-            return src_tok, tgt_tok, in_memory_pairs(cfg, files, src_tok, tgt_tok)
-        made = on_main_rank(ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))  # rank 0 prepares
-        return src_tok, tgt_tok, made if ctx.main else open_prepared(made.path)  # checked again where mapped
-
-    def term_state(self) -> dict[str, Any]:
-        """The terms' entries of TrainState.terms, with their initial values."""
-        return {k: v for term in self.terms for k, v in term.state.items()}
-
-    def resumed_state(self) -> TrainState:
-        """The weights, optimizer, random state and TrainState of the last checkpoint."""
-        saved = load_train_state(self.model_dir, self.trained, self.optimizer)
-        state = TrainState.restored(saved, self.cfg.train.lr, self.term_state())
-        log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, state.step, state.epoch,
-                 state.position)
-        return state
-
-    def data_parallel(self) -> torch.nn.Module:
-        """What the forward pass runs: `trained`, under torchrun wrapped in DistributedDataParallel."""
-        if not self.ctx.enabled:
-            return self.trained
-        from torch.nn.parallel import DistributedDataParallel
-
-        t = self.cfg.train
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        net = DistributedDataParallel(self.trained, device_ids=ids)
-        log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size, t.batch_by)
-        return net
-
-    def resolve_precision(self) -> str:
-        """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
-        t = self.cfg.train
-        if t.precision != "auto":
-            return t.precision
-        work = f"batch {t.batch_size} {t.batch_by}"
-        size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), work)
-        chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
-        chosen = distributed.broadcast(chosen, self.ctx)
-        log.info("precision: %s (train.precision auto)", chosen)
-        return chosen
-
-    def _probe(self, precision: str) -> float:
-        """Seconds for three training steps in `precision` on a copy of the model; the run's own
-        weights, optimizer and random state are left as they were."""
-        t = self.cfg.train
-        model = copy.deepcopy(self.model)
-        optimizer = make_optimizer(self.cfg, model.parameters())
-        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, 0)[:3]
-        rng = torch.get_rng_state()
-        dtype = torch.bfloat16 if precision == "bf16" else None
-        start = time.perf_counter()
-        for idx in batches:
-            batch = collate(self.train_data.examples_at(idx)).to(self.device)
-            with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
-                loss = batch_loss(model, batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        torch.set_rng_state(rng)
-        return time.perf_counter() - start
-
     def run(self) -> Path:
         """Train until a limit or a stopping rule; returns the model directory."""
         t, state = self.cfg.train, self.state
@@ -586,20 +140,6 @@ class Trainer:
         if self.interrupted is not None:
             raise TrainingInterrupted(self.interrupted, self.model_dir, state.step)
         return self.model_dir
-
-    def finish(self, stop: Optional[str]) -> None:
-        """A run that has ended (`stop`: why; None: max_epochs): the ranks' weight checksums in the
-        log, and DONE."""
-        state = self.state
-        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
-            sums = distributed.weight_checksums(self.trained, self.ctx)
-            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
-                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
-        why = stop or f"reached max_epochs={self.cfg.train.max_epochs}"
-        log.info("training stopped: %s; model in %s", why, self.model_dir)
-        if self.ctx.main:
-            done = {"reason": stop or "max_epochs", "step": state.step}
-            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
 
     def train_epoch(self, run_bar=None) -> Optional[str]:
         """The rest of the current epoch, or less if a limit or stopping rule ends training first
@@ -825,16 +365,138 @@ class Trainer:
         record.update(kind=tag, lr=state.lr, best=best)
         self.metrics.write(record)
         for model, model_dir, better in zip(self.models, self.model_dirs, improved):
-            _save_model_files(model, model_dir, better, state.step, t.keep_last)
+            save_model_files(model, model_dir, better, state.step, t.keep_last)
         save_train_state(self.model_dir, self.trained, self.optimizer, state.saved())
         shown = " ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float))
         log.info("step %d %s %s", state.step, tag, shown)
 
+    def finish(self, stop: Optional[str]) -> None:
+        """A run that has ended (`stop`: why; None: max_epochs): the ranks' weight checksums in the
+        log, and DONE."""
+        state = self.state
+        if self.ctx.enabled:  # every rank must hold the same weights; say so in the log
+            sums = distributed.weight_checksums(self.trained, self.ctx)
+            self.metrics.write({"step": state.step, "kind": "ranks", "world": self.ctx.world,
+                                "weight_checksums": sums, "identical": len(set(sums)) == 1})
+        why = stop or f"reached max_epochs={self.cfg.train.max_epochs}"
+        log.info("training stopped: %s; model in %s", why, self.model_dir)
+        if self.ctx.main:
+            done = {"reason": stop or "max_epochs", "step": state.step}
+            atomic_write_text(self.model_dir / "DONE", json.dumps(done) + "\n")
 
-def _bar(**kw):
-    from tqdm import tqdm
+    # setting up: what __init__ calls
 
-    return tqdm(dynamic_ncols=True, **kw)
+    def setup_device(self) -> tuple[distributed.Context, torch.device]:
+        """This rank's place in the process group (if any) and its device; only rank 0 logs below
+        warnings."""
+        ctx, device = distributed.setup(self.cfg.train.device)
+        if not ctx.main:
+            log.setLevel(logging.WARNING)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        return ctx, device
+
+    def build(self, resume: bool) -> None:
+        """The data, the model and the terms' setup (their data and models). Bad data stops every
+        rank with one message and leaves no half-made model directory behind."""
+        files = corpus_files(self.cfg, "train")
+        if files is None:
+            raise CheckpointError("config: data.train_src/train_tgt (or data.train_tsv) are required to "
+                                  "train")
+        for split in filter(None, (files, corpus_files(self.cfg, "valid"))):  # not fetched yet: say so first
+            for _, path in split.roles():
+                if not path.exists():
+                    raise MissingFileError(path)
+        created = not self.model_dir.exists()
+        if self.ctx.main:  # only rank 0 makes it: a failed start removes it, and no rank makes it again
+            self.model_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.src_tok, self.tgt_tok, self.train_data = self.load_data(files, resume)
+            self.valid = validation_set(self.cfg, self.src_tok, self.tgt_tok)
+            self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
+            self.trained: torch.nn.Module = self.model  # what the optimizer updates (a term may widen it)
+            self.models: list[Seq2Seq] = [self.model]  # the models the run trains, each saved in
+            self.model_dirs = [self.model_dir]  # its own directory
+            for term in self.terms:
+                term.setup(self)
+        except BaseException:
+            if created and self.ctx.main:
+                shutil.rmtree(self.model_dir, ignore_errors=True)
+            raise
+
+    def load_data(self, files: Any, resume: bool) -> tuple[Any, Any, ParallelData | PreparedData]:
+        """Tokenisers (built and saved by rank 0 on a fresh run) and the training pairs (encoded by
+        rank 0, mapped by every rank)."""
+        cfg, model_dir, ctx = self.cfg, self.model_dir, self.ctx
+        if not resume:  # rank 0 builds the vocabularies; the others read them
+            on_main_rank(ctx, lambda: save_tokenizers(model_dir, cfg.vocab, *vocabularies(cfg, files)))
+            if ctx.main:
+                cfg.save(model_dir / "config.json")
+        distributed.barrier(ctx)
+        src_tok, tgt_tok = load_tokenizers(model_dir, cfg.vocab)
+        if not cfg.data.prepared:
+            return src_tok, tgt_tok, in_memory_pairs(cfg, files, src_tok, tgt_tok)
+        made = on_main_rank(ctx, lambda: prepared_pairs(cfg, files, src_tok, tgt_tok))  # rank 0 prepares
+        return src_tok, tgt_tok, made if ctx.main else open_prepared(made.path)  # checked again where mapped
+
+    def term_state(self) -> dict[str, Any]:
+        """The terms' entries of TrainState.terms, with their initial values."""
+        return {k: v for term in self.terms for k, v in term.state.items()}
+
+    def resumed_state(self) -> TrainState:
+        """The weights, optimizer, random state and TrainState of the last checkpoint."""
+        saved = load_train_state(self.model_dir, self.trained, self.optimizer)
+        state = TrainState.restored(saved, self.cfg.train.lr, self.term_state())
+        log.info("resumed %s at step %d (epoch %d, batch %d)", self.model_dir, state.step, state.epoch,
+                 state.position)
+        return state
+
+    def data_parallel(self) -> torch.nn.Module:
+        """What the forward pass runs: `trained`, under torchrun wrapped in DistributedDataParallel."""
+        if not self.ctx.enabled:
+            return self.trained
+        from torch.nn.parallel import DistributedDataParallel
+
+        t = self.cfg.train
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        net = DistributedDataParallel(self.trained, device_ids=ids)
+        log.info("data parallel over %d ranks: global batch %d %s", self.ctx.world, t.batch_size, t.batch_by)
+        return net
+
+    def resolve_precision(self) -> str:
+        """train.precision, with "auto" measured on rank 0 (engine/precision.py) and shared."""
+        t = self.cfg.train
+        if t.precision != "auto":
+            return t.precision
+        work = f"batch {t.batch_size} {t.batch_by}"
+        size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), work)
+        chosen = choose("train", self.device, size, self._probe) if self.ctx.main else None
+        chosen = distributed.broadcast(chosen, self.ctx)
+        log.info("precision: %s (train.precision auto)", chosen)
+        return chosen
+
+    def _probe(self, precision: str) -> float:
+        """Seconds for three training steps in `precision` on a copy of the model; the run's own
+        weights, optimizer and random state are left as they were."""
+        t = self.cfg.train
+        model = copy.deepcopy(self.model)
+        optimizer = make_optimizer(self.cfg, model.parameters())
+        batches = make_batches(self.train_data, t.batch_size, t.batch_by, t.batching, t.sort_k, t.seed, 0)[:3]
+        rng = torch.get_rng_state()
+        dtype = torch.bfloat16 if precision == "bf16" else None
+        start = time.perf_counter()
+        for idx in batches:
+            batch = collate(self.train_data.examples_at(idx)).to(self.device)
+            with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+                loss = batch_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        torch.set_rng_state(rng)
+        return time.perf_counter() - start
 
 
 def loss_terms(cfg: Config) -> list[LossTerm]:
@@ -850,14 +512,7 @@ def loss_terms(cfg: Config) -> list[LossTerm]:
     return terms
 
 
-def train(cfg: Config, resume: bool = False) -> Path:
-    """Train per `cfg` with `Trainer`, writing the model directory `cfg.model_dir`; returns its
-    path. The config names the loss terms added to the NLL (`loss_terms`): train.guided_alignment
-    teaches the attention a word aligner's links (engine/train/guided.py), train.agreement trains the
-    two directions together (engine/train/agreement.py). `rnnsearch.train` is this function.
+def _bar(**kw):
+    from tqdm import tqdm
 
-    With `resume`, continue from the directory's last checkpoint (config taken from it).
-    SIGINT or SIGTERM during training saves a checkpoint after the current update and raises
-    `TrainingInterrupted` (a KeyboardInterrupt): the run is resumable and has no DONE.
-    """
-    return Trainer(cfg, resume).run()
+    return tqdm(dynamic_ncols=True, **kw)
