@@ -371,10 +371,24 @@ def marian_seconds(log: str) -> float:
     return float(re.search(r"Total time: ([\d.]+)s wall", log).group(1))
 
 
-def marian_error(message: str) -> str:
-    """What Marian said when it failed: its "Error: ..." lines (the exit status if it said none)."""
-    errors = [line.split("Error: ", 1)[1] for line in message.splitlines() if "Error: " in line]
-    return "; ".join(dict.fromkeys(errors)) or message.splitlines()[0]
+class MarianError(RuntimeError):
+    """A Marian command that failed; the message is what Marian said (marian_error)."""
+
+
+def marian_error(log: str, fallback: str = "") -> str:
+    """What Marian said when it failed: its "Error: ..." lines, each once (else `fallback`'s first
+    line: the command and its exit status)."""
+    errors = [line.split("Error: ", 1)[1] for line in log.splitlines() if "Error: " in line]
+    return "; ".join(dict.fromkeys(errors)) or (fallback.splitlines() or [""])[0]
+
+
+def marian_run(cmd: list[str], log_file: Path) -> Run:
+    """run, a failure raised as MarianError with Marian's own words from the whole log (a crash's
+    call stack pushes them out of run's tail)."""
+    try:
+        return run(cmd, log_file)
+    except RuntimeError as err:
+        raise MarianError(marian_error(log_file.read_text(errors="replace"), str(err))) from err
 
 
 def vocab_size(path: Path) -> int:
@@ -398,8 +412,8 @@ def marian_convert(python: Path, model: str, gemm: str) -> str:
     """marian-conv: `model` (.npz) as a .bin of GEMM type `gemm` beside it (once)."""
     out = Path(model).with_name(f"{Path(model).stem}.{gemm}.bin")
     if not out.exists():
-        run([str(python.parent / "pymarian"), "convert", "--from", model, "--to", str(out),
-             "--gemm-type", gemm], out.with_suffix(".log"))
+        marian_run([str(python.parent / "pymarian"), "convert", "--from", model, "--to", str(out),
+                    "--gemm-type", gemm], out.with_suffix(".log"))
     return str(out)
 
 
@@ -417,8 +431,8 @@ def marian_decode_command(python: Path, model: str, vocabs: list[str], src: Path
 
 def marian_translate(python: Path, model: str, vocabs: list[str], src: Path, out: Path, beam: int,
                      batch: int, threads: int, gemm: str | None = None) -> dict:
-    done = run(marian_decode_command(python, model, vocabs, src, out, beam, batch, threads, gemm),
-               out.with_suffix(".log"))
+    done = marian_run(marian_decode_command(python, model, vocabs, src, out, beam, batch, threads, gemm),
+                      out.with_suffix(".log"))
     return {"seconds": marian_seconds(done.output), "process_seconds": done.seconds,
             "peak_rss_mb": done.peak_rss_mb}
 

@@ -542,10 +542,10 @@ class SideBySide:
         recorded in self.failed with Marian's error, and not run again; None then."""
         try:
             return self.translate(name, beam, batch, out)
-        except RuntimeError as err:
+        except anchors.MarianError as err:
             if "gemm" not in self.anchor_variants.get(name, {}):
                 raise
-            self.failed[name] = anchors.marian_error(str(err))
+            self.failed[name] = str(err)
             log(f"{name} failed: {self.failed[name]}")
             return None
 

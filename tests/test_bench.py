@@ -449,7 +449,22 @@ def test_marian_log_lines_are_read():
     assert anchors.marian_seconds(MARIAN_DECODE_LOG) == pytest.approx(0.30778)
     assert anchors.marian_error(MARIAN_CRASH) == ("Segmentation fault; Aborted from setErrorHandlers()::"
                                                   "<lambda(int, siginfo_t*, void*)> in logging.cpp:141")
-    assert anchors.marian_error("x exited with 1; log y:\nno marian line") == "x exited with 1; log y:"
+    said = anchors.marian_error("no marian line", "x exited with 1; log y:\ntail")
+    assert said == "x exited with 1; log y:"
+
+
+def test_a_marian_failure_says_what_marian_said_above_its_call_stack(tmp_path):
+    crash = ("import sys; "
+             "print('[t] Error: Child 1 has different type (first: float32 != child: packed16)'); "
+             "print('[t] Error: Aborted from commonType in node.h:207'); "
+             "print('\\n'.join(f'[0x{k:x}] frame' for k in range(40))); sys.exit(134)")
+    with pytest.raises(anchors.MarianError) as failed:
+        anchors.marian_run([sys.executable, "-c", crash], tmp_path / "decode.log")
+    assert str(failed.value) == ("Child 1 has different type (first: float32 != child: packed16); "
+                                 "Aborted from commonType in node.h:207")
+    with pytest.raises(anchors.MarianError, match="exited with 3"):  # said nothing: the exit status
+        anchors.marian_run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "quiet.log")
+    assert anchors.marian_run([sys.executable, "-c", "print('ok')"], tmp_path / "ok.log").output == "ok\n"
 
 
 def test_marian_command_lines_give_the_benchmark_model(tmp_path):
@@ -532,7 +547,7 @@ def three_systems(tmp_path, failing: str) -> "bench.SideBySide":
     def translate(name, beam, batch, out):
         calls.append(name)
         if name == failing:
-            raise RuntimeError(MARIAN_CRASH)
+            raise anchors.MarianError(anchors.marian_error(MARIAN_CRASH))
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text("▁a ▁b ▁c ▁d ▁e\n" * 100)
         return {"seconds": seconds[name] * beam, "peak_rss_mb": 100.0}
@@ -577,7 +592,7 @@ def test_side_by_side_with_marian_gives_every_ratio_and_records_a_crashing_gemm_
 
 def test_side_by_side_only_forgives_marians_gemm_types(tmp_path):
     sbs = three_systems(tmp_path, "marian")  # the fp32 model itself failing is a real failure
-    with pytest.raises(RuntimeError, match="Segmentation fault"):
+    with pytest.raises(anchors.MarianError, match="Segmentation fault"):
         sbs.decode_rounds()
 
 
