@@ -1,4 +1,4 @@
-"""Speed of rnnsearch beside JoeyNMT and OpenNMT-py: training target tokens/s, model FLOPs,
+"""Speed of rnnsearch beside JoeyNMT, OpenNMT-py and Marian: training target tokens/s, model FLOPs,
 fraction of this machine's GEMM rate, peak memory, greedy and beam-5 sentences/s.
 
     python -m benchmarks.bench --quick     # about a minute, rnnsearch alone, one JSON object
@@ -12,9 +12,10 @@ BPE 8k per side, batches of 64 sentences, Adam 0.001, gradient norm clipped at 1
 --quick uses Multi30k De→En from $RNNSEARCH_DATA/multi30k (or ./data/multi30k, where `rnnsearch
 data get multi30k` writes it) when present, else the built-in English→Chinese corpus. The
 side-by-side run needs Multi30k (--corpus DIR with train/val/test_2016_flickr .de/.en, plain or
-.gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 into virtualenvs of their own (--venvs,
-once), trains all three systems twice on identical sentencepiece pieces (a short round A-B-C,
-then a longer one C-B-A whose models are kept), decodes test_2016_flickr greedy and beam 5 with
+.gz); it installs JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (and, with --anchors marian, Marian
+1.12.42 from the pymarian wheel) into virtualenvs of their own (--venvs, once), trains every
+system twice on identical sentencepiece pieces (a short round A-B-C, then a longer one C-B-A
+whose models are kept), decodes test_2016_flickr greedy and beam 5 with
 each model in alternating rounds (at each --decode-batches size: a system's speed in a round is its
 fastest), and reports every figure with the ratios rnnsearch / anchor computed round by round.
 """
@@ -42,6 +43,7 @@ from benchmarks.common import (
     architecture,
     bleu,
     cpu_features,
+    cpu_flags,
     cpu_name,
     find,
     gemm_gflops,
@@ -416,14 +418,22 @@ def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
 
 # -- side by side -------------------------------------------------------------------------
 
-ANCHOR_NAMES = ["opennmt", "joeynmt"]
+ANCHOR_NAMES = ["opennmt", "joeynmt", "marian"]
+DEFAULT_ANCHORS = ["opennmt", "joeynmt"]  # Marian when named: its wheel is 600 MB
 
 
-def anchor_systems(chosen: list[str]) -> tuple[list[str], list[str]]:
+def anchor_variants(cpu_flags: list[str] | set[str]) -> dict[str, dict]:
+    """Every anchor's decoding variants on a CPU with these flags: OpenNMT-py's int8 and each of
+    Marian's GEMM types the CPU has (anchors.MARIAN_GEMMS)."""
+    return {**ANCHOR_VARIANTS, **anchors.marian_variants(cpu_flags)}
+
+
+def anchor_systems(chosen: list[str], variants: dict | None = None) -> tuple[list[str], list[str]]:
     """The anchors trained (those of --anchors) and every anchor system decoded (they and their
-    variants, e.g. opennmt-int8 with opennmt): what rnnsearch's systems are compared with."""
+    `variants`, e.g. opennmt-int8 with opennmt): what rnnsearch's systems are compared with."""
     trained = [name for name in ANCHOR_NAMES if name in chosen]
-    return trained, trained + [name for name, v in ANCHOR_VARIANTS.items() if v["model_of"] in trained]
+    variants = ANCHOR_VARIANTS if variants is None else variants
+    return trained, trained + [name for name, v in variants.items() if v["model_of"] in trained]
 
 
 class SideBySide:
@@ -439,7 +449,10 @@ class SideBySide:
             source = VARIANTS[name]["model_of"]
             if source not in self.trained:
                 raise SystemExit(f"bench: {name} decodes {source}'s model: name both in --variants")
-        self.anchor_names, self.anchors = anchor_systems(args.anchors)
+        self.threads = args.threads or torch.get_num_threads()  # Marian's --cpu-threads
+        self.anchor_variants = anchor_variants(cpu_flags())
+        self.anchor_names, self.anchors = anchor_systems(args.anchors, self.anchor_variants)
+        self.failed: dict[str, str] = {}  # a Marian GEMM type that crashed: its error
         self.decoders = self.ours + self.anchors
         venvs = Path(args.venvs).expanduser().resolve()
         self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in self.anchor_names}
@@ -472,6 +485,7 @@ class SideBySide:
             "steps": {"A": args.short_steps, "B": args.steps}, "gemm_gflops": [round(g, 1) for g in gemm],
             "gemm_gflops_bf16": round(gemm_rates["bf16"], 1),
             "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "anchor_packages": {name: anchors.ANCHORS[name]["package"] for name in self.anchor_names},
             "machine": architecture(), "cpu": cpu_name(), "cpu_features": cpu_features(),
             "date": time.strftime("%Y-%m-%d"),
         })
@@ -483,6 +497,9 @@ class SideBySide:
             return rnnsearch_train(where, self.data, steps, VARIANTS[name]["train"])
         if name == "opennmt":
             return anchors.opennmt_train(self.pythons[name], where, self.data["dir"], steps, SIZES)
+        if name == "marian":
+            return anchors.marian_train(self.pythons[name], where, self.data["dir"], steps, SIZES,
+                                        self.threads)
         return anchors.joeynmt_train(self.pythons[name], where, self.data["dir"], steps, SIZES)
 
     def train_rounds(self) -> None:
@@ -497,8 +514,10 @@ class SideBySide:
 
     def translate(self, name: str, beam: int, batch: int, out: Path) -> dict:
         data = self.data
-        model_of = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("model_of", name)
+        model_of = {**VARIANTS, **self.anchor_variants}.get(name, {}).get("model_of", name)
         model = self.training[model_of]["B"]["model"]
+        if model_of == "marian":
+            return self.marian_translate(name, beam, batch, out)
         if name in VARIANTS:
             v = VARIANTS[name]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
@@ -512,6 +531,27 @@ class SideBySide:
         return anchors.joeynmt_translate(self.pythons[name], Path(model).parent, data["dir"], out, beam,
                                          {**SIZES, "batch": batch})
 
+    def marian_translate(self, name: str, beam: int, batch: int, out: Path) -> dict:
+        """Marian's fp32 model, or one of its GEMM types: online, or converted first (once)."""
+        trained, spec = self.training["marian"]["B"], self.anchor_variants.get(name, {})
+        model, gemm = trained["model"], spec.get("gemm")
+        if spec.get("convert"):
+            model, gemm = anchors.marian_convert(self.pythons["marian"], model, gemm), None
+        return anchors.marian_translate(self.pythons["marian"], model, trained["vocabs"],
+                                        self.data["dir"] / "test.src", out, beam, batch, self.threads, gemm)
+
+    def try_translate(self, name: str, beam: int, batch: int, out: Path) -> dict | None:
+        """translate, except that a Marian GEMM type that fails (to convert or to decode) is
+        recorded in self.failed with Marian's error, and not run again; None then."""
+        try:
+            return self.translate(name, beam, batch, out)
+        except anchors.MarianError as err:
+            if "gemm" not in self.anchor_variants.get(name, {}):
+                raise
+            self.failed[name] = str(err)
+            log(f"{name} failed: {self.failed[name]}")
+            return None
+
     def decode_rounds(self) -> None:
         """--decode-rounds rounds of greedy then beam 5 at each --decode-batches size, every system
         in turn, the order reversed each round."""
@@ -519,9 +559,11 @@ class SideBySide:
             order = self.decoders if r % 2 == 0 else self.decoders[::-1]
             for beam in (1, 5):
                 for batch in self.batches:
-                    for name in order:
+                    for name in (n for n in order if n not in self.failed):
                         out = self.work / "decode" / f"{name}.beam{beam}.batch{batch}.round{r}"
-                        res = self.translate(name, beam, batch, out)
+                        res = self.try_translate(name, beam, batch, out)
+                        if res is None:
+                            continue
                         self.decoding[name][beam, batch].append(res)
                         if batch == self.batches[0]:
                             self.outputs[(name, beam)] = Path(res.get("output", out))
@@ -535,6 +577,11 @@ class SideBySide:
                                       data["src_per_tgt"], data["mean_src_len"])["train_mflop"] * 1e6
         flops = {name: ours for name in self.trained}
         for name in self.anchor_names:
+            if name == "marian":  # its vocabulary: the pieces that occur, </s> and <unk>
+                flops[name] = anchors.marian_flops_per_target_token(
+                    SIZES["emb"], SIZES["hidden"], self.training[name]["B"]["tgt_vocab"],
+                    data["src_per_tgt"], data["mean_src_len"])
+                continue
             flops[name] = anchors.anchor_flops_per_target_token(
                 SIZES["emb"], SIZES["hidden"], 2 * SIZES["hidden"], data["anchor_tgt_vocab"],
                 data["src_per_tgt"], data["mean_src_len"])
@@ -574,14 +621,20 @@ class SideBySide:
 
     def system(self, name: str, flops: dict[str, float], gemm_rates: dict[str, float]) -> dict:
         """One system's figures: training (if it trains), decoding speeds, memory and BLEU."""
+        specs = {**VARIANTS, **self.anchor_variants}
         if name in self.training:
             entry = self.training_entry(name, flops, gemm_rates)
         else:
-            entry = {"decodes_model_of": {**VARIANTS, **ANCHOR_VARIANTS}[name]["model_of"]}
+            entry = {"decodes_model_of": specs[name]["model_of"]}
+        if "gemm" in specs.get(name, {}):
+            how = " (converted)" if specs[name]["convert"] else " (online)"
+            entry["gemm_type"] = specs[name]["gemm"] + how
+        # what each side decoded with, so that a ratio says whether it compares like with like
+        entry["quantize"] = specs.get(name, {}).get("quantize", "none")
+        if name in self.failed:
+            return {**entry, "failed": self.failed[name]}
         if name in VARIANTS:
             entry["decode_precision"] = self.decoding[name][5, self.batches[0]][-1]["precision"]
-        # what each side decoded with, so that a ratio says whether it compares like with like
-        entry["quantize"] = {**VARIANTS, **ANCHOR_VARIANTS}.get(name, {}).get("quantize", "none")
         if VARIANTS.get(name, {}).get("shortlist"):
             entry["shortlist"] = VARIANTS[name]["shortlist"]
         hyps, refs = self.hypotheses(name), self.data["test_refs"]
@@ -603,8 +656,9 @@ class SideBySide:
         """rnnsearch / anchor, round by round, for each of rnnsearch's systems and each anchor."""
         ratio = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
         out = {}
+        ran = [name for name in self.anchors if name not in self.failed]
         for mine in self.ours:
-            for name in self.anchors:
+            for name in ran:
                 pair = {"greedy_sent_per_s": ratio(self.speeds(mine, 1), self.speeds(name, 1)),
                         "beam5_sent_per_s": ratio(self.speeds(mine, 5), self.speeds(name, 5))}
                 if mine in self.training and name in self.training:
@@ -615,8 +669,15 @@ class SideBySide:
                 out[f"{mine}/{name}"] = pair
         # each round, rnnsearch's fastest variant against the fastest anchor (each at its fastest size)
         fastest = lambda names, beam: [max(r) for r in zip(*(self.speeds(n, beam) for n in names))]  # noqa: E731
-        out["fastest/fastest"] = {f"{key}_sent_per_s": ratio(fastest(self.ours, b), fastest(self.anchors, b))
+        out["fastest/fastest"] = {f"{key}_sent_per_s": ratio(fastest(self.ours, b), fastest(ran, b))
                                   for key, b in (("greedy", 1), ("beam5", 5))}
+        for anchor in self.anchor_names:  # and against each toolkit's fastest setting, any precision
+            family = [n for n in ran
+                      if n == anchor or self.anchor_variants.get(n, {}).get("model_of") == anchor]
+            if len(family) > 1:
+                out[f"fastest/{anchor}-fastest"] = {
+                    f"{key}_sent_per_s": ratio(fastest(self.ours, b), fastest(family, b))
+                    for key, b in (("greedy", 1), ("beam5", 5))}
         return out
 
 
@@ -703,9 +764,10 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
                          "fastest, BLEU from the first")
     ap.add_argument("--test-sentences", type=int, default=0,
                     help="side by side: first N test sentences (0: all)")
-    ap.add_argument("--anchors", nargs="+", choices=ANCHOR_NAMES, default=ANCHOR_NAMES,
+    ap.add_argument("--anchors", nargs="+", choices=ANCHOR_NAMES, default=DEFAULT_ANCHORS,
                     help="side by side: the other toolkits trained and decoded (each with its variants: "
-                         "opennmt brings opennmt-int8)")
+                         "opennmt brings opennmt-int8, marian each GEMM type of anchors.MARIAN_GEMMS the "
+                         "CPU has; default opennmt joeynmt)")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=DEFAULT_VARIANTS,
                     help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
                          "the fp32 model decoded with --quantize int8; and, named only, with --shortlist "

@@ -68,6 +68,11 @@ def cpu_features() -> list[str]:
     return sorted(f for f in cpu_info()[1] if f.startswith(wanted))
 
 
+def cpu_flags() -> set[str]:
+    """Every flag /proc/cpuinfo gives this CPU (what picks Marian's GEMM types)."""
+    return set(cpu_info()[1])
+
+
 def architecture() -> str:
     """The instruction set as Python reports it ("x86_64", "aarch64"): not the CPU's name."""
     return f"{platform.machine()} {platform.processor() or ''}".strip()

@@ -17,16 +17,18 @@ Systems:
   epoch ends included in its clock, as for a user);
 * ``rnnsearch-bench``: the side-by-side benchmark's model (common.BENCH_CONFIG: the anchors'
   sizes, no regularisation);
-* ``opennmt`` and ``joeynmt``: as in the side-by-side benchmark (anchors.py) but for OpenNMT-py's
-  learning rate (``BEST_LR``: its best known setting here), with checkpoints every
-  ``--save-steps`` steps; JoeyNMT saves only when it validates, so it validates on the first 100
-  validation sentences (about a second each time).
+* ``opennmt``, ``joeynmt`` and ``marian``: as in the side-by-side benchmark (anchors.py) but for
+  OpenNMT-py's learning rate (``BEST_LR``: its best known setting here), with checkpoints every
+  ``--save-steps`` steps (Marian's ``model.iterN.npz``, its threads ``--cpu-threads``); JoeyNMT
+  saves only when it validates, so it validates on the first 100 validation sentences (about a
+  second each time).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,7 +42,7 @@ from benchmarks import anchors
 from benchmarks.common import BENCH_CONFIG, ROOT, SIZES, bleu, gemm_gflops
 
 GRACE = 45.0  # seconds past the last point before the process is stopped: a checkpoint finishes
-SYSTEMS = ("rnnsearch", "rnnsearch-bench", "opennmt", "joeynmt")
+SYSTEMS = ("rnnsearch", "rnnsearch-bench", "opennmt", "joeynmt", "marian")
 # An anchor's best known learning rate for this task, its default here: Adam 2e-3 took OpenNMT-py
 # to 30 BLEU in 11.9 minutes against 12.8 at the side-by-side run's 1e-3 (the 2026-12-01 curve,
 # docs/benchmarks.md); "opennmt@lr0.001" is the other.
@@ -208,6 +210,15 @@ def train_joeynmt(work: Path, data: dict, args, python: Path, lr: float | None) 
     return timed_run(cmd, work / "train.log", one_thread(args.threads), ckpts, args.points)
 
 
+def train_marian(work: Path, data: dict, args, python: Path, lr: float | None) -> dict:
+    sizes = {**anchors_sizes(), "save": args.save_steps, **({"lr": lr} if lr else {})}
+    shutil.rmtree(work, ignore_errors=True)  # Marian resumes a model it finds
+    work.mkdir(parents=True)
+    cmd = anchors.marian_train_command(python, work, data["dir"], 10 ** 6, sizes, args.threads)
+    ckpts = lambda: list(work.glob("model.iter*.npz"))  # noqa: E731
+    return timed_run(cmd, work / "train.log", one_thread(args.threads), ckpts, args.points)
+
+
 def anchors_sizes() -> dict:
     """The sizes the anchors are given (a copy: each run adds its own keys)."""
     return dict(SIZES)
@@ -221,6 +232,10 @@ def score_anchor(name: str, ckpt: Path, work: Path, data: dict, python: Path, th
                "-src", str(data["dir"] / "test.src"), "-output", str(out), "-beam_size", "5",
                "-batch_size", "64", "-batch_type", "sents"]
         anchors.run(cmd, out.with_suffix(".log"), env={**anchors.OLD_TORCH_LOAD, **env})
+        lines = out.read_text().splitlines()
+    elif name == "marian":
+        vocabs = [str(ckpt.parent / "vocab.src.yml"), str(ckpt.parent / "vocab.tgt.yml")]
+        anchors.marian_translate(python, str(ckpt), vocabs, data["dir"] / "test.src", out, 5, 64, threads)
         lines = out.read_text().splitlines()
     else:
         cfg = anchors.joeynmt_config(ckpt.parent.parent, data["dir"], 1000, anchors_sizes(), beam=5,
@@ -251,6 +266,8 @@ def run_curve(args, data: dict, pythons: dict, log) -> dict:
             return train_rnnsearch(base, where, data, args, BENCH_CONFIG, lr)
         if base == "opennmt":
             return train_opennmt(where, data, args, pythons[base], lr, options.get("dropout"))
+        if base == "marian":
+            return train_marian(where, data, args, pythons[base], lr)
         return train_joeynmt(where, data, args, pythons[base], lr)
 
     gemm = [gemm_gflops()]
@@ -291,7 +308,7 @@ def plot(result: dict, path: Path) -> None:
 
     labels = {"rnnsearch": "rnnsearch (configs/multi30k_de_en_cpu.yaml)",
               "rnnsearch-bench": "rnnsearch, the anchors' model, no regularisation",
-              "opennmt": "OpenNMT-py 3.5.1", "joeynmt": "JoeyNMT 2.3.0"}
+              "opennmt": "OpenNMT-py 3.5.1", "joeynmt": "JoeyNMT 2.3.0", "marian": "Marian 1.12.42 (s2s)"}
 
     def label(name: str) -> str:
         base, options = system_options(name)

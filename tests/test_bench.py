@@ -146,7 +146,7 @@ def test_side_by_side_int8_decodes_the_fp32_systems_model():
     # --anchors: an anchor left out takes its variants with it
     assert bench.anchor_systems(["opennmt"]) == (["opennmt"], ["opennmt", "opennmt-int8"])
     assert bench.anchor_systems(["joeynmt"]) == (["joeynmt"], ["joeynmt"])
-    assert bench.anchor_systems(bench.ANCHOR_NAMES)[1] == ["opennmt", "joeynmt", "opennmt-int8"]
+    assert bench.anchor_systems(bench.DEFAULT_ANCHORS)[1] == ["opennmt", "joeynmt", "opennmt-int8"]
 
 
 def test_side_by_side_times_each_batch_size_and_takes_each_systems_fastest(tmp_path):
@@ -155,6 +155,7 @@ def test_side_by_side_times_each_batch_size_and_takes_each_systems_fastest(tmp_p
     sbs = object.__new__(bench.SideBySide)
     sbs.args = argparse.Namespace(decode_rounds=2)
     sbs.decoders, sbs.batches, sbs.n_test, sbs.work = ["rnnsearch", "opennmt"], [64, 128], 100, tmp_path
+    sbs.failed, sbs.anchor_variants, sbs.anchor_names = {}, {}, ["opennmt"]
     sbs.decoding = {name: {(b, n): [] for b in (1, 5) for n in sbs.batches} for name in sbs.decoders}
     sbs.outputs = {}
     seconds = {("rnnsearch", 64): [1.0, 2.0], ("rnnsearch", 128): [2.0, 1.0],
@@ -416,3 +417,194 @@ def test_decoding_profile_writes_its_table_beside_the_training_one(reverse_model
     assert out["table"] == str(tmp_path / "prof.beam5.txt") and out["sentences"] == 6
     table = Path(out["table"]).read_text()
     assert "aten::addmm" in table and "Self CPU" in table
+
+
+# -- Marian (wiring only: nothing here needs pymarian installed) ---------------------------
+
+MARIAN_TRAIN_LOG = """\
+[2026-12-07 10:28:33] [memory] Reserving 25 MB, device cpu0
+[2026-12-07 10:28:37] Ep. 1 : Up. 20 : Sen. 1,280 : Cost 6.86424208 : Time 5.51s : 701.47 words/s : \
+gNorm 0.6165
+[2026-12-07 10:28:37] Seen 400 samples
+[2026-12-07 10:28:42] Ep. 4 : Up. 40 : Sen. 1,280 : Cost 5.97313261 : Time 5.04s : 1767.71 words/s : \
+gNorm 1.2967
+[2026-12-07 10:28:53] Training finished
+"""
+MARIAN_DECODE_LOG = """\
+[2026-12-07 10:38:17] Loading model from model.npz
+[2026-12-07 10:38:17] [memory] Reserving 45 MB, device cpu0
+[2026-12-07 10:38:17] Total time: 0.30778s wall
+"""
+MARIAN_CRASH = """pymarian decode --models model.packed8avx512.bin exited with -6; log x.log:
+[2026-12-07 10:38:21] [memory] Memory mapping model parameters in graph
+[2026-12-07 10:38:21] Error: Segmentation fault
+[2026-12-07 10:38:21] Error: Aborted from setErrorHandlers()::<lambda(int, siginfo_t*, void*)> in \
+logging.cpp:141
+[0x558f7f37b081]    _start                                             + 0x21
+"""
+
+
+def test_marian_log_lines_are_read():
+    assert anchors.marian_rates(MARIAN_TRAIN_LOG) == [701.47, 1767.71]
+    assert anchors.marian_seconds(MARIAN_DECODE_LOG) == pytest.approx(0.30778)
+    assert anchors.marian_error(MARIAN_CRASH) == ("Segmentation fault; Aborted from setErrorHandlers()::"
+                                                  "<lambda(int, siginfo_t*, void*)> in logging.cpp:141")
+    said = anchors.marian_error("no marian line", "x exited with 1; log y:\ntail")
+    assert said == "x exited with 1; log y:"
+
+
+def test_a_marian_failure_says_what_marian_said_above_its_call_stack(tmp_path):
+    crash = ("import sys; "
+             "print('[t] Error: Child 1 has different type (first: float32 != child: packed16)'); "
+             "print('[t] Error: Aborted from commonType in node.h:207'); "
+             "print('\\n'.join(f'[0x{k:x}] frame' for k in range(40))); sys.exit(134)")
+    with pytest.raises(anchors.MarianError) as failed:
+        anchors.marian_run([sys.executable, "-c", crash], tmp_path / "decode.log")
+    assert str(failed.value) == ("Child 1 has different type (first: float32 != child: packed16); "
+                                 "Aborted from commonType in node.h:207")
+    with pytest.raises(anchors.MarianError, match="exited with 3"):  # said nothing: the exit status
+        anchors.marian_run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "quiet.log")
+    assert anchors.marian_run([sys.executable, "-c", "print('ok')"], tmp_path / "ok.log").output == "ok\n"
+
+
+def test_marian_command_lines_give_the_benchmark_model(tmp_path):
+    python = tmp_path / "venv" / "bin" / "python"
+    cmd = anchors.marian_train_command(python, tmp_path / "w", tmp_path / "d", 900, dict(common.SIZES), 2)
+    assert cmd[:2] == [str(tmp_path / "venv" / "bin" / "pymarian"), "train"]
+    opts = dict(zip(cmd[2::1], cmd[3::1]))  # each option's next word
+    assert {k: opts[k] for k in ("--type", "--dim-emb", "--dim-rnn", "--enc-type", "--dec-cell-base-depth",
+                                 "--mini-batch", "--learn-rate", "--clip-norm", "--cost-type", "--after",
+                                 "--cpu-threads", "--save-freq", "--dropout-rnn")} == {
+        "--type": "s2s", "--dim-emb": "256", "--dim-rnn": "256", "--enc-type": "bidirectional",
+        "--dec-cell-base-depth": "2", "--mini-batch": "64", "--learn-rate": "0.001", "--clip-norm": "1",
+        "--cost-type": "ce-mean-words", "--after": "900u", "--cpu-threads": "2", "--save-freq": "900u",
+        "--dropout-rnn": "0"}
+    assert "--mini-batch-fit" not in cmd and "--tied-embeddings" not in cmd
+    assert cmd[cmd.index("--train-sets") + 1:][:2] == [str(tmp_path / "d" / "train.src"),
+                                                     str(tmp_path / "d" / "train.tgt")]
+    sizes = {**common.SIZES, "save": 25, "lr": 2e-3}
+    saving = anchors.marian_train_command(python, tmp_path, tmp_path, 10, sizes, 1)
+    assert saving[saving.index("--save-freq") + 1] == "25u"
+    assert saving[saving.index("--learn-rate") + 1] == "0.002"
+    args = (python, "m.npz", ["s.yml", "t.yml"], tmp_path / "test.src", tmp_path / "out", 5, 128, 2)
+    plain, online = anchors.marian_decode_command(*args), anchors.marian_decode_command(*args, "packed8")
+    assert plain[1] == "decode" and "--gemm-type" not in plain and "--optimize" not in plain
+    assert plain[plain.index("--beam-size") + 1] == "5" and plain[plain.index("--mini-batch") + 1] == "128"
+    assert plain[plain.index("--vocabs") + 1:][:2] == ["s.yml", "t.yml"]
+    assert online[-3:] == ["--optimize", "--gemm-type", "packed8"]
+
+
+def test_marian_gemm_types_follow_the_cpu_and_its_venv_has_no_torch(tmp_path, monkeypatch):
+    avx2 = anchors.marian_variants({"sse2", "ssse3", "avx2"})
+    assert "marian-conv-packed8avx512" not in avx2 and "marian-packed8" in avx2
+    assert avx2["marian-conv-intgemm8"] == {"model_of": "marian", "gemm": "intgemm8", "convert": True,
+                                            "quantize": "int8"}
+    assert set(anchors.marian_variants({"sse2", "ssse3", "avx2", "avx512f"})) == set(anchors.MARIAN_GEMMS)
+    assert anchors.marian_variants(set()) == {}
+    trained, decoded = bench.anchor_systems(["marian", "opennmt"], bench.anchor_variants({"sse2"}))
+    assert trained == ["opennmt", "marian"]
+    assert decoded == ["opennmt", "marian", "opennmt-int8", "marian-conv-intgemm16"]
+    calls = []
+    monkeypatch.setattr(anchors.subprocess, "run",  # "python -m venv DIR"
+                        lambda cmd, check: calls.append(cmd) or Path(cmd[-1]).mkdir(parents=True))
+    monkeypatch.setattr(anchors, "run", lambda cmd, log_file, append=False: calls.append(cmd))
+    python = anchors.ensure_venv("marian", tmp_path, lambda msg: None)
+    assert python == tmp_path / "marian" / "bin" / "python"
+    installs = [c for c in calls if "install" in c]
+    assert len(installs) == 1 and installs[0][-1] == "pymarian==1.12.42"
+    assert not any(str(word).startswith("torch==") for c in calls for word in c)
+    assert anchors.ensure_venv("marian", tmp_path, lambda msg: None) == python and len(calls) == 3  # once
+
+
+def test_marian_flops_count_its_own_narrower_output_layer():
+    base = anchors.marian_flops_per_target_token(256, 256, 8000, 1.0, 14.0)
+    assert anchors.marian_flops_per_target_token(256, 256, 9000, 1.0, 14.0) - base == 3 * 2 * 256 * 1000
+    # per source word, the keys are 512 x 512 (its attention is as wide as the annotations)
+    longer = anchors.marian_flops_per_target_token(256, 256, 8000, 2.0, 14.0)
+    assert longer - base == 3 * 2 * (2 * 3 * 256 * 512 + 512 * 512)
+    # its 256 x V output layer against rnnsearch's 512 x V: fewer FLOPs a token than rnnsearch's
+    ours = bench.flops_per_target_token(ModelConfig(emb=256, hidden=256, align=256, maxout=512),
+                                        8000, 1.0, 14.0)["train_mflop"] * 1e6
+    assert base < ours < anchors.anchor_flops_per_target_token(256, 256, 512, 8000, 1.0, 14.0)
+
+
+def three_systems(tmp_path, failing: str) -> "bench.SideBySide":
+    """A side-by-side run of rnnsearch, OpenNMT-py and Marian (two GEMM types, `failing` crashing
+    as Marian crashes), every process replaced by its timings."""
+    sbs = object.__new__(bench.SideBySide)
+    sbs.args = argparse.Namespace(decode_rounds=2)
+    sbs.anchor_variants = {**bench.ANCHOR_VARIANTS,
+                           **{n: v for n, v in anchors.marian_variants({"avx2", "avx512f"}).items()
+                              if n in ("marian-packed8", failing)}}
+    sbs.ours, sbs.trained, sbs.failed = ["rnnsearch"], ["rnnsearch"], {}
+    sbs.anchor_names, sbs.anchors = bench.anchor_systems(["opennmt", "marian"], sbs.anchor_variants)
+    sbs.decoders, sbs.batches, sbs.n_test, sbs.work = sbs.ours + sbs.anchors, [64], 100, tmp_path
+    sbs.decoding = {name: {(b, n): [] for b in (1, 5) for n in sbs.batches} for name in sbs.decoders}
+    sbs.outputs = {}
+    seconds = {"rnnsearch": 1.0, "opennmt": 4.0, "opennmt-int8": 5.0, "marian": 2.0, "marian-packed8": 1.6}
+    calls = []
+
+    def translate(name, beam, batch, out):
+        calls.append(name)
+        if name == failing:
+            raise anchors.MarianError(anchors.marian_error(MARIAN_CRASH))
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text("▁a ▁b ▁c ▁d ▁e\n" * 100)
+        return {"seconds": seconds[name] * beam, "peak_rss_mb": 100.0}
+
+    sbs.translate, sbs.calls = translate, calls
+    tr = lambda tok, rss: {"A": {"tgt_tok_per_s": tok, "peak_rss_mb": rss, "seconds": 9.0},  # noqa: E731
+                           "B": {"tgt_tok_per_s": tok, "peak_rss_mb": rss, "seconds": 9.0}}
+    sbs.training = {"rnnsearch": tr(3000.0, 500.0), "opennmt": tr(1500.0, 1000.0),
+                    "marian": tr(1200.0, 800.0)}
+    return sbs
+
+
+def test_side_by_side_with_marian_gives_every_ratio_and_records_a_crashing_gemm_type(tmp_path):
+    sbs = three_systems(tmp_path, "marian-conv-packed8avx512")
+    sbs.decode_rounds()
+    assert sbs.calls.count("marian-conv-packed8avx512") == 1  # tried once, never again
+    assert sbs.calls.count("marian") == sbs.calls.count("rnnsearch") == 4  # rounds x beams
+    assert sbs.failed == {"marian-conv-packed8avx512": anchors.marian_error(MARIAN_CRASH)}
+    flops = {"rnnsearch": 41.3e6, "opennmt": 45.2e6, "marian": 30e6}
+    systems = {name: sbs.training_entry(name, flops, {"fp32": 100.0, "bf16": 200.0})
+               for name in ("rnnsearch", "opennmt", "marian")}
+    ratios = sbs.ratios(systems)
+    assert ratios["rnnsearch/marian"] == {"greedy_sent_per_s": [2.0, 2.0], "beam5_sent_per_s": [2.0, 2.0],
+                                          "train_tgt_tok_per_s": [2.5, 2.5], "train_peak_rss": 0.62}
+    assert ratios["rnnsearch/opennmt"]["train_tgt_tok_per_s"] == [2.0, 2.0]
+    assert ratios["rnnsearch/marian-packed8"]["beam5_sent_per_s"] == [1.6, 1.6]
+    assert ratios["fastest/marian-fastest"] == {"greedy_sent_per_s": [1.6, 1.6],
+                                                "beam5_sent_per_s": [1.6, 1.6]}
+    assert ratios["fastest/opennmt-fastest"]["greedy_sent_per_s"] == [4.0, 4.0]
+    assert ratios["fastest/fastest"]["beam5_sent_per_s"] == [1.6, 1.6]
+    assert not any("packed8avx512" in key for key in ratios)
+    sbs.data = {"test_refs": ["a b c d e"] * 100, "tgt_tok": argparse.Namespace(
+        sp=argparse.Namespace(decode_pieces=lambda pieces: "".join(pieces).replace("▁", " ").strip()))}
+    failed = sbs.system("marian-conv-packed8avx512", flops, {"fp32": 100.0})
+    assert failed == {"decodes_model_of": "marian", "gemm_type": "packed8avx512 (converted)",
+                      "quantize": "int8", "failed": sbs.failed["marian-conv-packed8avx512"]}
+    online = sbs.system("marian-packed8", flops, {"fp32": 100.0})
+    assert online["gemm_type"] == "packed8 (online)" and online["bleu_beam5"] == 100.0
+    assert online["greedy_sent_per_s"] == [62.5, 62.5]
+    json.dumps({"systems": {"marian-packed8": online}, "ratios": ratios})  # the JSON holds them as they are
+
+
+def test_side_by_side_only_forgives_marians_gemm_types(tmp_path):
+    sbs = three_systems(tmp_path, "marian")  # the fp32 model itself failing is a real failure
+    with pytest.raises(anchors.MarianError, match="Segmentation fault"):
+        sbs.decode_rounds()
+
+
+def test_time_to_bleu_trains_marian_with_checkpoints_it_can_find(tmp_path, monkeypatch):
+    got = {}
+    monkeypatch.setattr(curve, "timed_run", lambda cmd, log, env, ckpts, points: got.update(
+        cmd=cmd, ckpts=ckpts, env=env) or {})
+    args = argparse.Namespace(save_steps=25, threads=1, points=[2.0])
+    curve.train_marian(tmp_path / "m", {"dir": tmp_path}, args, tmp_path / "bin" / "python", None)
+    cmd = got["cmd"]
+    assert cmd[cmd.index("--save-freq") + 1] == "25u" and cmd[cmd.index("--cpu-threads") + 1] == "1"
+    for name in ("model.iter25.npz", "model.iter25.npz.decoder.yml", "model.npz", "model.npz.optimizer.npz"):
+        (tmp_path / "m" / name).write_text("x")
+    assert [p.name for p in got["ckpts"]()] == ["model.iter25.npz"]
+    assert "marian" in curve.SYSTEMS and curve.system_options("marian@lr0.002") == ("marian", {"lr": 0.002})
