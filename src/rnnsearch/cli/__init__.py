@@ -1,5 +1,14 @@
 """The ``rnnsearch`` command line: one module per group of commands, each command's
-arguments next to its handler (``add_NAME(sub)`` then ``cmd_NAME(args)``)."""
+arguments next to its handler (``add_NAME(sub)`` then ``cmd_NAME(args)``).
+
+    train.py      train, average, params, quickstart
+    translate.py  translate, evaluate, shortlist
+    attention.py  plot-attention, explore, align
+    demo.py       demo, figure, experiment
+    data.py       data (get, list, split, prepare, align)
+    serve.py      serve
+    common.py     what several commands share: input lines, decoding flags, attention as text
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ time (``step``, what beam search calls); how c_i is made from the source is the 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -77,15 +78,15 @@ def _pad_source(t: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([t, t.new_zeros(t.size(0), width - t.size(1), *t.shape[2:])], 1)
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(nn.Module, ABC):
     """The decoder and deep output both models share. ``forward`` is teacher forcing; ``step``
     decodes. A subclass builds its encoder and says how c_i is made, per decoding step
     (`context_terms`) and over a teacher-forced sentence (`_recur`, `_context_out`)."""
 
     @property
+    @abstractmethod
     def context_size(self) -> int:
         """ctx, the width of c_i."""
-        raise NotImplementedError
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
         super().__init__()
@@ -130,29 +131,31 @@ class Seq2Seq(nn.Module):
         self.dec_state_dropout = c.dropout_dec_state if on else 0.0
 
     # -- what RNNsearch and RNNencdec each provide --------------------------------
+    @abstractmethod
     def _build_encoder(self) -> None:
-        raise NotImplementedError
+        """The encoder's modules (and the alignment model's, where c_i comes by attention)."""
 
+    @abstractmethod
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
-        raise NotImplementedError
+        """What the decoder needs from the source sentences `src` (B, S), computed once."""
 
+    @abstractmethod
     def context_terms(self, enc: Encoded, state: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """C c_i (B, 3n), C_o c_i (B, 2l) and α_i (B, S) or None, from s_{i-1}. `enc` may hold one
         row per sentence where `state` holds K consecutive rows per sentence (beam search's
         hypotheses): the K share their sentence's one copy of the encoding, never copied K times."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _recur(self, enc: Encoded, x_proj: torch.Tensor, keep_new: bool
                ) -> tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, Optional[torch.Tensor]]:
         """The teacher-forced loop over x_proj (B, T, 3n): the states the deep output reads (B, T, n),
         s_1 .. s_T (with keep_new, else None), c_i of every step (B, T, ctx) and α (B, T, S) or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _context_out(self, enc: Encoded, contexts: torch.Tensor,
                      real: Optional[torch.Tensor]) -> torch.Tensor:
         """C_o c_i of every step (B, T, 2l), or of the True positions of `real` (B, T) only (N, 2l)."""
-        raise NotImplementedError
 
     _time_step: Callable[..., tuple[torch.Tensor, ...]]  # one teacher-forced step (compile_step)
 
