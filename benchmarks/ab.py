@@ -25,28 +25,44 @@ from benchmarks.common import cpu_name, print_result
 
 BEAMS = (1, 5)
 
-# one tree's process: argv = model, source file, quantize, threads, batch, sentences
+# one tree's process: argv = model, source file, quantize, threads, batch, sentences, options (JSON)
 _DECODE = """
 import json, sys, time, torch, rnnsearch
 from rnnsearch.io import read_lines
-model, path, quantize, threads, batch, n = sys.argv[1:]
+model, path, quantize, threads, batch, n, options = sys.argv[1:]
 torch.set_num_threads(int(threads))
 src = read_lines(path)[: int(n) or None]
 m = rnnsearch.load(model, device="cpu", quantize=quantize)
-m.translate(src[:50], beam=5, batch_size=int(batch), attention=False)
+options = json.loads(options)
+m.translate(src[:50], beam=5, batch_size=int(batch), attention=False, **options)
 out = {}
 for beam in (1, 5):
     start = time.perf_counter()
-    done = m.translate(src, beam=beam, batch_size=int(batch), attention=False)
+    done = m.translate(src, beam=beam, batch_size=int(batch), attention=False, **options)
     out[beam] = [len(src) / (time.perf_counter() - start), [t.text for t in done]]
 print(json.dumps(out))
 """
 
 
-def decode(tree: str, args) -> dict:
+def options(pairs: list[str]) -> dict:
+    """KEY=VALUE decoding options (JSON values where they parse: 1, 2.0, "fp32" or fp32)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"ab: {pair!r}: give KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def decode(tree: str, args, extra: dict) -> dict:
     """One process decoding with `tree`'s rnnsearch: beam -> (sentences/s, translations)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])}
-    argv = [args.model, args.src, args.quantize, str(args.threads), str(args.batch), str(args.sentences)]
+    argv = [args.model, args.src, args.quantize, str(args.threads), str(args.batch), str(args.sentences),
+            json.dumps(extra)]
     done = subprocess.run([sys.executable, "-c", _DECODE, *argv], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"ab: decoding with {tree} failed:\n{done.stderr[-2000:]}")
@@ -64,17 +80,22 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64, help="sentences per decoding batch")
     ap.add_argument("--sentences", type=int, default=0, help="the first N (0: all)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a decoding option for both trees (translate's keywords: precision=fp32)")
+    ap.add_argument("--after-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a decoding option for the second tree only (one the first may not know)")
     args = ap.parse_args()
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    extra = {"before": options(args.option), "after": {**options(args.option), **options(args.after_option)}}
     speed: dict = {(name, beam): [] for name in trees for beam in BEAMS}
     texts: dict = {}
     for r in range(args.rounds):
         for name in (["before", "after"] if r % 2 == 0 else ["after", "before"]):
-            for beam, (rate, out) in decode(trees[name], args).items():
+            for beam, (rate, out) in decode(trees[name], args, extra[name]).items():
                 speed[name, beam].append(round(rate, 1))
                 texts[name, beam] = out
     result: dict = {"model": args.model, "quantize": args.quantize, "threads": args.threads,
-                    "batch": args.batch, "rounds": args.rounds, "trees": trees, "machine": cpu_name(),
+                    "batch": args.batch, "rounds": args.rounds, "trees": trees, "options": extra, "machine": cpu_name(),
                     "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
     for beam in BEAMS:
         before, after = (statistics.median(speed[name, beam]) for name in trees)

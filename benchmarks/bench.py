@@ -503,14 +503,26 @@ class SideBySide:
         return anchors.joeynmt_train(self.pythons[name], where, self.data["dir"], steps, SIZES)
 
     def train_rounds(self) -> None:
-        """Round A (--short-steps) in one order, round B (--steps, the models decoded) in the other."""
+        """Round A (--short-steps) in one order, round B (--steps, the models decoded) in the other.
+        The figures go to --work/training.json; with --reuse-training a system whose figures are
+        there for the same steps (and whose model is still on disk) is not trained again."""
         systems = self.trained + self.anchor_names
         rounds = [("A", systems, self.args.short_steps), ("B", systems[::-1], self.args.steps)]
+        record = self.work / "training.json"
+        saved = json.loads(record.read_text()) if self.args.reuse_training and record.exists() else {}
+        steps_of = {"A": self.args.short_steps, "B": self.args.steps}
         self.training = {name: {} for name in systems}
         for label, order, steps in rounds:
             for name in order:
-                self.training[name][label] = self.train(name, self.work / f"train-{label}" / name, steps)
+                old = saved.get(name, {}).get(label)
+                if old and old.get("steps") == steps and Path(old["model"]).exists():
+                    log(f"reusing {name}'s round {label} ({steps} steps) from {record}")
+                    self.training[name][label] = old
+                    continue
+                self.training[name][label] = {**self.train(name, self.work / f"train-{label}" / name, steps),
+                                              "steps": steps_of[label]}
                 log(f"  {name}: {self.training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
+                record.write_text(json.dumps(self.training, indent=1) + "\n")
 
     def translate(self, name: str, beam: int, batch: int, out: Path) -> dict:
         data = self.data
@@ -759,6 +771,9 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=900,
                     help="side by side: steps of round B (the decoded models)")
     ap.add_argument("--decode-rounds", type=int, default=2)
+    ap.add_argument("--reuse-training", action="store_true",
+                    help="side by side: take each system's training figures and model from --work/"
+                         "training.json where an earlier run left them for the same steps; train the rest")
     ap.add_argument("--decode-batches", type=int, nargs="+", default=[SIZES["batch"]],
                     help="side by side: sentences per decoding batch, each timed; a system's speed is its "
                          "fastest, BLEU from the first")

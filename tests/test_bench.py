@@ -608,3 +608,34 @@ def test_time_to_bleu_trains_marian_with_checkpoints_it_can_find(tmp_path, monke
         (tmp_path / "m" / name).write_text("x")
     assert [p.name for p in got["ckpts"]()] == ["model.iter25.npz"]
     assert "marian" in curve.SYSTEMS and curve.system_options("marian@lr0.002") == ("marian", {"lr": 0.002})
+
+
+def test_reuse_training_trains_only_what_the_record_lacks(tmp_path):
+    sbs = three_systems(tmp_path, "marian-packed8")
+    trained = []
+
+    def train(name, where, steps):
+        trained.append((name, where.parent.name, steps))
+        model = where / "model"
+        model.mkdir(parents=True, exist_ok=True)
+        return {"tgt_tok_per_s": 1000.0 + steps, "peak_rss_mb": 1.0, "seconds": 1.0, "model": str(model)}
+
+    sbs.train = train
+    sbs.args = argparse.Namespace(short_steps=10, steps=30, reuse_training=True)
+    sbs.train_rounds()  # nothing recorded yet: everything trains, round A then B reversed
+    assert [n for n, r, _ in trained] == ["rnnsearch", "opennmt", "marian", "marian", "opennmt", "rnnsearch"]
+    first = json.loads((tmp_path / "training.json").read_text())
+    assert first["marian"]["B"]["steps"] == 30 and first["rnnsearch"]["A"]["tgt_tok_per_s"] == 1010.0
+    trained.clear()
+    shutil.rmtree(tmp_path / "train-B" / "opennmt")  # a model gone from disk is trained again
+    sbs.train_rounds()
+    assert trained == [("opennmt", "train-B", 30)]
+    assert sbs.training["marian"] == first["marian"]
+    trained.clear()
+    sbs.args = argparse.Namespace(short_steps=10, steps=40, reuse_training=True)  # other steps: round B again
+    sbs.train_rounds()
+    assert sorted(trained) == [("marian", "train-B", 40), ("opennmt", "train-B", 40), ("rnnsearch", "train-B", 40)]
+    trained.clear()
+    sbs.args = argparse.Namespace(short_steps=10, steps=40, reuse_training=False)
+    sbs.train_rounds()
+    assert len(trained) == 6

@@ -75,6 +75,21 @@ def test_beam_scores_are_the_models_log_probabilities(alpha):
             assert h.score == pytest.approx(lp / norm, abs=1e-4)
 
 
+@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
+def test_greedy_scores_are_the_models_log_probabilities_and_the_limit_holds(arch):
+    model = tiny_model(arch, double=False, scale=0.8, seed=3)
+    src, mask = random_batch([4, 6, 2], seed=9)
+    short = search.SearchOptions.of(beam=1, alpha=1.0, max_len_ratio=0.01)  # 10 words before </s>
+    for i, (hyps, capped) in enumerate(zip(beam_search(model, src, mask, beam=1, alpha=1.0),
+                                           beam_search(model, src, mask, short))):
+        n = [4, 6, 2][i]
+        (h,) = hyps
+        lp = sequence_log_prob(model, src[i:i + 1, :n], mask[i:i + 1, :n], h.tokens)
+        assert h.log_prob == pytest.approx(lp, abs=1e-4)
+        assert h.score == pytest.approx(lp / (len(h.tokens) + 1), abs=1e-4)
+        assert len(capped[0].tokens) <= 10 and capped[0].tokens == h.tokens[:len(capped[0].tokens)]
+
+
 def test_beam_finds_at_least_as_good_as_greedy():
     model = tiny_model(double=False, scale=0.8, seed=4)
     src, mask = random_batch([5, 7, 3, 6], seed=8)

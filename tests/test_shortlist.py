@@ -34,20 +34,23 @@ def _ids(translations, model):
     return [model.tgt_tok.encode(t.text) for t in translations]
 
 
-def test_a_shortlist_of_every_id_translates_exactly_as_the_full_output_layer(reverse_model, tmp_path):
+@pytest.mark.parametrize("beam", [1, 3])  # greedy search takes a path of its own
+def test_a_shortlist_of_every_id_translates_exactly_as_the_full_output_layer(reverse_model, tmp_path, beam):
     model = load(reverse_model, device="cpu")
     sources = Path(model.cfg.data.valid_src).read_text(encoding="utf-8").splitlines()[:30]
-    full = model.translate(sources, beam=3, n_best=2)
+    full = model.translate(sources, beam=beam, n_best=min(2, beam))
     every = np.arange(len(model.tgt_tok), dtype=np.int32)  # <s> and <pad> included: the same softmax
     Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}).save(tmp_path / "all.npz")
     over = listed(model, Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}))
-    shortlisted = over.translate(sources, beam=3, n_best=2)
+    shortlisted = over.translate(sources, beam=beam, n_best=min(2, beam))
     for a, b in zip(full, shortlisted):
+        a, b = (a, b) if beam > 1 else ([a], [b])
         assert [t.text for t in a] == [t.text for t in b]
         assert [t.score for t in a] == pytest.approx([t.score for t in b], abs=1e-5)
 
 
-def test_search_produces_only_what_the_shortlist_allows(reverse_model):
+@pytest.mark.parametrize("beam", [1, 3])
+def test_search_produces_only_what_the_shortlist_allows(reverse_model, beam):
     model = load(reverse_model, device="cpu")
     sources = Path(model.cfg.data.valid_src).read_text(encoding="utf-8").splitlines()[:40]
     words = sorted({w for s in sources for w in s.split()})
@@ -55,12 +58,12 @@ def test_search_produces_only_what_the_shortlist_allows(reverse_model):
     table = np.full((len(model.src_tok), 1), -1, np.int32)
     frequent = np.array([i for i in range(4, len(model.tgt_tok)) if i != banned], dtype=np.int32)
     model = listed(model, Shortlist(frequent, table, {}))
-    for src, out in zip(sources, _ids(model.translate(sources, beam=3), model)):
+    for src, out in zip(sources, _ids(model.translate(sources, beam=beam), model)):
         assert banned not in out
         assert len(out) <= 2 * len(src.split()) + 10  # </s> still reachable
     # a one-id shortlist beside </s> and <unk>: fewer ids than the beam is wide
     model = listed(model, Shortlist(np.array([5], np.int32), table, {}))
-    assert all(set(ids) <= {5, UNK} for ids in _ids(model.translate(sources[:5], beam=3), model))
+    assert all(set(ids) <= {5, UNK} for ids in _ids(model.translate(sources[:5], beam=beam), model))
 
 
 def test_built_from_cooccurrence_it_covers_the_reversal_task(reverse_model):

@@ -4,8 +4,10 @@ the links out of every translation (translate --alignment, --replace-unk)."""
 import argparse
 import json
 import shutil
+import threading
 
 import pytest
+import torch
 
 import rnnsearch
 from rnnsearch.cli.attention import attention_records as _attention_records
@@ -189,7 +191,7 @@ def _fake_decode(monkeypatch, tokens: list[int], rows: list[list[float]]):
     from rnnsearch.engine.decode.translator import Translator
     from rnnsearch.nn.search import Hypothesis
 
-    def decode(self, pieces, options, batch_size, graphs=True):
+    def decode(self, pieces, options, batch_size, graphs=True, workers=1):
         rev = self.cfg.data.reverse_source
         attention = [row[::-1] if rev else row for row in rows]  # as the model read the source
         return [[Hypothesis(list(tokens), -1.0, -2.0, attention if options.with_attention else None)]
@@ -334,3 +336,45 @@ def test_the_links_option_picks_the_rows_and_the_default_is_the_attention_withou
     assert plain.alignment == model.translate(["w1 w2 w3"], links="attention")[0].alignment
     salient = model.translate(["w1 w2 w3"], links="saliency")[0]
     assert salient.aligned == model.force(["w1 w2 w3"], [salient.text], links="saliency")[0]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_workers_give_the_same_translations_and_restore_the_thread_count(reverse_model, monkeypatch, beam):
+    """decode.workers: the length-sorted batches dealt out to searches in threads of their own,
+    each running its operations on one thread; the translations are the one search's."""
+    from rnnsearch.engine.decode import translator as tr
+
+    model = rnnsearch.load(reverse_model, device="cpu")
+    lines = [" ".join(f"w{(i * 7 + j) % 9 + 1}" for j in range(1 + i % 6)) for i in range(23)] + [""]
+    one = model.translate(lines, beam=beam, batch_size=4, workers=1)
+    seen = []  # (thread, its torch thread count) of every search
+    search_stream = tr.search_stream
+
+    def watched(*args, **kwargs):
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        return search_stream(*args, **kwargs)
+
+    monkeypatch.setattr(tr, "search_stream", watched)
+    torch.set_num_threads(2)
+    try:
+        two = model.translate(lines, beam=beam, batch_size=4, workers=2)
+        assert torch.get_num_threads() == 2  # the caller's count, set back
+        assert model.workers(0) == 2  # decode.workers 0: one per thread
+    finally:
+        torch.set_num_threads(1)
+    assert len(seen) == 2 and all(name.startswith("rnnsearch-search") and n == 1 for name, n in seen)
+    assert [t.text for t in two] == [t.text for t in one]
+    assert [t.score for t in two] == pytest.approx([t.score for t in one], abs=1e-5)
+    for a, b in zip(two, one):
+        assert [x for row in a.attention for x in row] == pytest.approx([x for row in b.attention for x in row],
+                                                                       abs=1e-5)
+    few = model.translate(lines[:3], beam=beam, batch_size=64, workers=2)  # fewer than a batch: split
+    assert [t.text for t in few] == [t.text for t in one[:3]]
+
+
+def test_workers_out_of_range_is_named(reverse_model):
+    model = rnnsearch.load(reverse_model, device="cpu")
+    from rnnsearch.config import ConfigError
+
+    with pytest.raises(ConfigError, match="workers: must be >= 0"):
+        model.translate(["w1"], workers=-1)

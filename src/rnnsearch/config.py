@@ -227,6 +227,10 @@ class DecodeConfig:
     # the attention (the head's where the model has one); None: the head where the model has one,
     # else the attention (engine/decode/translator.py)
     links: Optional[Literal["attention", "head", "saliency", "mean"]] = None
+    # searches running at once on a CPU, each a thread with one core's worth of products and its
+    # share of the batches, the model shared (Marian's --cpu-threads); 0: one per intra-op thread
+    # (torch.get_num_threads()); on a GPU always 1 (engine/decode/translator.py)
+    workers: int = 0
 
     def problem(self) -> Optional[tuple[str, str]]:
         """(option, what is wrong) for the first value out of its range, or None."""
@@ -235,7 +239,8 @@ class DecodeConfig:
                   ("alpha", 0.0 <= self.alpha < float("inf"), "must be >= 0 (0: raw log-probability)"),
                   ("max_len_ratio", 0.0 < self.max_len_ratio < float("inf"), "must be positive"),
                   ("batch_size", self.batch_size >= 1, "must be >= 1"),
-                  ("max_source_len", self.max_source_len >= 1, "must be >= 1"))
+                  ("max_source_len", self.max_source_len >= 1, "must be >= 1"),
+                  ("workers", self.workers >= 0, "must be >= 0 (0: one per thread)"))
         return next(((key, why) for key, ok, why in checks if not ok), None)
 
 

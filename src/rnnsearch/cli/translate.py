@@ -25,6 +25,8 @@ def add_translate(sub) -> None:
     p.add_argument("--n-best", type=int,
                    help="print N hypotheses per line as index<TAB>score<TAB>text (default: decode.n_best)")
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--workers", type=int, help="searches at once on a CPU, a core each (default: "
+                   "decode.workers; 0: one per thread)")
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
     p.add_argument("--alignment", nargs="?", const="hard", choices=["hard", "soft"],
@@ -68,7 +70,7 @@ def cmd_translate(args) -> None:
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
                      shortlist=args.shortlist)
     options = model.options(name=flag, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
-                            precision=args.precision, links=links)
+                            workers=args.workers, precision=args.precision, links=links)
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
         flag_ = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
@@ -146,6 +148,8 @@ def add_evaluate(sub) -> None:
     p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
     p.add_argument("--beam", type=int, help="beam size (default: each model's decode.beam)")
     p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--workers", type=int, help="searches at once on a CPU, a core each (default: "
+                   "decode.workers; 0: one per thread)")
     p.add_argument("--tokenize", help="sacrebleu tokenizer (default: the model's data.bleu_tokenize, "
                    "else 13a; zh for Chinese)")
     p.add_argument("--by-length", action="store_true",
@@ -185,7 +189,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
             log.info("--no-unk: %s of %s sentences have no unknown word in source or reference (by the "
                      "vocabulary of %s)", f"{len(keep):,}", f"{len(src):,}", model_dir)
         options = model.options(name=flag, beam=args.beam, batch_size=args.batch_size,
-                                precision=args.precision, n_best=1)
+                                workers=args.workers, precision=args.precision, n_best=1)
         start = time.time()
         translations = model.translate(src, options, attention=False)
         seconds = time.time() - start

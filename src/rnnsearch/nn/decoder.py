@@ -251,8 +251,12 @@ class Seq2Seq(nn.Module, ABC):
         read = state if self.cfg.readout == "prev" else s_new
         if rows is not None:
             read, y_emb, out_term = (t.index_select(0, rows) for t in (read, y_emb, out_term))
-        logits = self.readout(read, y_emb, out_term, output)
-        return F.log_softmax(at_least_fp32(logits), -1), s_new, alpha
+        logits = at_least_fp32(self.readout(read, y_emb, out_term, output))
+        if logits.requires_grad:
+            return F.log_softmax(logits, -1), s_new, alpha
+        # in place when no gradient needs the logits: the same numbers, without a second (B, V)
+        # tensor a step, whose fresh pages cost more than the softmax (docs/benchmarks.md)
+        return torch.log_softmax(logits, -1, out=logits), s_new, alpha
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -12,7 +12,11 @@ skips the output layer, the bulk of a step. A sentence whose K hypotheses have a
 stream take its place (in-flight batching): every step runs on a full batch, with no
 tail of steps spent on the last few stragglers of a fixed batch. Candidates are ranked by
 the length-normalised score  log p / len**alpha  at every step (alpha=0: raw log-prob),
-so finished and growing hypotheses compete fairly. With K = 1 this is greedy search.
+so finished and growing hypotheses compete fairly. With K = 1 this is greedy search, which
+takes a shorter path: a sentence leaves as soon as its one hypothesis ends, so every row in
+flight is growing and nothing is ranked or reordered — each row's most probable word, one
+``max`` over the vocabulary, and a dozen operations a step where the beam's bookkeeping takes
+some sixty (Python's share of a small step, docs/benchmarks.md).
 
 Per step, each hypothesis first keeps its own K best words (all its extensions have the
 same length, so that order is the order of their normalised scores); the K survivors of a
@@ -193,35 +197,19 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
     while live is not None and live.n > 0:
-        n, scores, lengths, finished = live.n, live.scores, live.lengths, live.finished
-        # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row.
-        unfinished = (~finished).nonzero().squeeze(1)
-        growing = None if unfinished.numel() == n * K else unfinished
+        n = live.n
+        # A finished hypothesis's next word is fixed (<pad>), so the output layer skips its row;
+        # greedy search has none in flight (its sentence has left).
+        unfinished = None if K == 1 else (~live.finished).nonzero().squeeze(1)
+        growing = None if unfinished is None or unfinished.numel() == n * K else unfinished
         out = live.output(model)
         extra = {} if out is None else {"output": out.layer}
         log_p, new_state, attn = step(live.enc, live.state, live.y, rows=growing, **extra)
-        top_lp, top_word, eos_lp = _best_words(log_p.float(), K, out)  # each hypothesis's own K best
-        if growing is not None:  # back to one row per hypothesis (a finished row's values go unused)
-            top_lp, top_word, eos_lp = (x.new_zeros(n * K, *x.shape[1:]).index_copy_(0, growing, x)
-                                        for x in (top_lp, top_word, eos_lp))
-        # At the length limit the one candidate is </s> with its real log-probability; a
-        # finished hypothesis has one candidate too, <pad> at no cost.
-        at_limit = (lengths >= live.limit) & ~finished
-        single = at_limit | finished
-        first_lp = torch.where(finished, 0.0, torch.where(at_limit, eos_lp, top_lp[:, 0]))
-        first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
-        cand_lp = torch.cat([first_lp.unsqueeze(1),
-                             top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
-        cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
-        cand = scores.unsqueeze(1) + cand_lp  # (n*K, K) total log-prob
-        cand_len = (lengths + (~finished).long()).unsqueeze(1).float()
-        ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
-        top = ranked.view(n, K * K).topk(K, dim=1).indices
-        # which row each extends
-        origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)
-        live.advance(origin, cand_word.view(n, K * K).gather(1, top).view(-1),
-                     cand.view(n, K * K).gather(1, top).view(-1), new_state,
-                     attn if options.with_attention else None)
+        if K == 1:  # greedy: every row in flight is growing (a finished sentence has left), nothing reorders
+            word, lp = _greedy_words(log_p.float(), live, out)
+            live.advance(None, word, live.scores + lp, new_state, attn if options.with_attention else None)
+        else:
+            _beam_advance(live, log_p, growing, new_state, attn if options.with_attention else None, out, alpha)
         # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change; with
         # early_stop, one whose n_best first-ranked are (rows are in rank order) stops anyway.
         ended = (live.finished | (live.scores == neg_inf)).view(n, K)
@@ -231,6 +219,48 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
             live = live.keep(~done)
         if capacity - live.n >= refill and queue.more():
             live = live.cat(queue.take(capacity - live.n))
+
+
+def _greedy_words(log_p: torch.Tensor, live: _Batch, out: Optional[_Output]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy search's next word of every row and its log-probability: the most probable (never
+    <s> or <pad>), or </s> at the row's length limit."""
+    never = [BOS, PAD] if out is None else out.never
+    eos = EOS if out is None else out.eos
+    log_p[:, never] = float("-inf")
+    lp, word = (x.squeeze(1) for x in top_k(log_p, 1))  # its chunked path: faster than max(1) (docs/benchmarks.md)
+    at_limit = live.lengths >= live.limit
+    word = torch.where(at_limit, eos, word)
+    lp = torch.where(at_limit, log_p[:, eos], lp)
+    return (word if out is None else out.vocab[word]), lp
+
+
+def _beam_advance(live: _Batch, log_p: torch.Tensor, growing: Optional[torch.Tensor], new_state: torch.Tensor,
+                  attn: Optional[torch.Tensor], out: Optional[_Output], alpha: float) -> None:
+    """One step of beam search (K > 1): each sentence's K survivors among its K x K candidates."""
+    K, n, neg_inf = live.K, live.n, float("-inf")
+    scores, lengths, finished = live.scores, live.lengths, live.finished
+    top_lp, top_word, eos_lp = _best_words(log_p.float(), K, out)  # each hypothesis's own K best
+    if growing is not None:  # back to one row per hypothesis (a finished row's values go unused)
+        top_lp, top_word, eos_lp = (x.new_zeros(n * K, *x.shape[1:]).index_copy_(0, growing, x)
+                                    for x in (top_lp, top_word, eos_lp))
+    # At the length limit the one candidate is </s> with its real log-probability; a
+    # finished hypothesis has one candidate too, <pad> at no cost.
+    at_limit = (lengths >= live.limit) & ~finished
+    single = at_limit | finished
+    first_lp = torch.where(finished, 0.0, torch.where(at_limit, eos_lp, top_lp[:, 0]))
+    first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
+    cand_lp = torch.cat([first_lp.unsqueeze(1),
+                         top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
+    cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
+    cand = scores.unsqueeze(1) + cand_lp  # (n*K, K) total log-prob
+    cand_len = (lengths + (~finished).long()).unsqueeze(1).float()
+    ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
+    top = ranked.view(n, K * K).topk(K, dim=1).indices
+    # which row each extends
+    origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)
+    live.advance(origin, cand_word.view(n, K * K).gather(1, top).view(-1),
+                 cand.view(n, K * K).gather(1, top).view(-1), new_state, attn)
 
 
 def _trim(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -363,19 +393,24 @@ class _Batch:
                       attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
                       joined=self.joined + [self.now] * newcomers.n, base=self.base, allowed=allowed)
 
-    def advance(self, origin: torch.Tensor, word: torch.Tensor, scores: torch.Tensor, state: torch.Tensor,
-                attn: Optional[torch.Tensor]) -> None:
-        """One step: row r extends row origin[r] with `word` to total log-probability `scores`;
-        `state` and `attn` are the step's, row by row before the reordering."""
-        was_finished = self.finished.index_select(0, origin)
-        self.lengths = self.lengths.index_select(0, origin) + (~was_finished).long()
-        self.finished = was_finished | (word == EOS)
-        self.scores, self.y, self.state = scores, word, state.index_select(0, origin)
+    def advance(self, origin: Optional[torch.Tensor], word: torch.Tensor, scores: torch.Tensor,
+                state: torch.Tensor, attn: Optional[torch.Tensor]) -> None:
+        """One step: row r extends row origin[r] (None: itself, every row growing) with `word` to
+        total log-probability `scores`; `state` and `attn` are the step's, row by row before the
+        reordering."""
+        pick = (lambda t: t) if origin is None else (lambda t: t.index_select(0, origin))  # noqa: E731
+        if origin is None:
+            self.lengths = self.lengths + 1
+            self.finished = word == EOS
+        else:
+            was_finished = pick(self.finished)
+            self.lengths = pick(self.lengths) + (~was_finished).long()
+            self.finished = was_finished | (word == EOS)
+        self.scores, self.y, self.state = scores, word, pick(state)
         if attn is not None:
-            past = self.attn if self.attn is not None else attn.new_zeros(origin.numel(), 0, attn.size(1))
-            self.attn = torch.cat([past.index_select(0, origin),
-                                   attn.index_select(0, origin).unsqueeze(1)], 1)
-        self.seqs = torch.cat([self.seqs.index_select(0, origin), word.unsqueeze(1)], 1)
+            past = self.attn if self.attn is not None else attn.new_zeros(word.numel(), 0, attn.size(1))
+            self.attn = torch.cat([pick(past), pick(attn).unsqueeze(1)], 1)
+        self.seqs = torch.cat([pick(self.seqs), word.unsqueeze(1)], 1)
 
     def results(self, done: torch.Tensor, alpha: float,
                 n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:

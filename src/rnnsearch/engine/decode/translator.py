@@ -11,7 +11,8 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -260,7 +261,8 @@ class Translator:
         precision = self.resolve_precision(d.precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size)
+            hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size,
+                                workers=self.workers(d.workers))
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
                                          for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -282,30 +284,49 @@ class Translator:
                 t.source, t.pieces_are_words, t.shift = text, word_vocab, shift
         return [o[0] for o in out] if n_best == 1 else out
 
+    def workers(self, workers: int = 0) -> int:
+        """Searches to run at once: `workers` (decode.workers), 0 meaning one per intra-op thread;
+        1 on a GPU, where one search already fills the device."""
+        if self.device.type != "cpu":
+            return 1
+        return workers or torch.get_num_threads()
+
     def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
-                graphs: bool = True) -> list:
-        """Beam search over source pieces (reading order), batched by length; n-best per piece."""
+                graphs: bool = True, workers: int = 1) -> list:
+        """Beam search over source pieces (reading order), batched by length; n-best per piece.
+        With `workers` > 1 the length-sorted batches are dealt out in turn to that many searches,
+        each in a thread of its own (:func:`on_cores`)."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
         # Sorted by length; the search keeps `batch_size` sentences in flight, the next
         # joining as others finish, and encodes each group when its first sentence is needed.
-        groups = list(iterate_sorted(pieces, batch_size))
-        order = [p for group in groups for p in group]  # stream position -> piece
-
-        def chunks():
-            for group in groups:
-                src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
-                yield src, src != PAD
-
-        hyps: list = [None] * len(pieces)
+        # Fewer sentences than the workers could fill make smaller groups, one or more each.
+        workers = max(1, min(workers, len(pieces), batch_size))
+        size = -(-batch_size // workers)  # each search's share of the batch_size sentences in flight
+        groups = list(iterate_sorted(pieces, size))
+        workers = min(workers, len(groups))
         step = self.graphs if graphs and self.graphs is not None and self.shortlist is None else None
         allowed = None
         if self.shortlist is not None:
             shortlist, vocab = self.shortlist, len(self.tgt_tok)
             allowed = lambda src, mask: shortlist.allowed(src, mask, vocab)  # noqa: E731
-        for k, nbest in search_stream(self.model, chunks(), options, capacity=batch_size, step=step,
-                                      shortlist=allowed):
-            hyps[order[k]] = nbest
+
+        def search(share: list[list[int]]) -> list[tuple[int, list]]:
+            """(piece, its n-best) for the pieces of these groups, decoded as one stream."""
+            order = [p for group in share for p in group]  # stream position -> piece
+
+            def chunks():
+                for group in share:
+                    src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
+                    yield src, src != PAD
+
+            return [(order[k], nbest) for k, nbest in search_stream(
+                self.model, chunks(), options, capacity=size, step=step, shortlist=allowed)]
+
+        hyps: list = [None] * len(pieces)
+        shares = [groups[w::workers] for w in range(workers)]
+        for p, nbest in (search(groups) if workers == 1 else on_cores(search, shares)):
+            hyps[p] = nbest
         return hyps
 
     def _result(self, pieces: list[list[int]], hyps: list, attention: bool) -> Translation:
@@ -417,6 +438,30 @@ class Translator:
             rows.append((grad * emb).sum(-1).abs())
         sal = torch.stack(rows, 1).masked_fill(~batch.src_mask.unsqueeze(1), 0.0)  # (B, T, S)
         return (sal / sal.sum(-1, keepdim=True).clamp(min=1e-30)).detach()
+
+
+def on_cores(work: Callable[[Any], list], shares: list) -> list:
+    """``work(share)`` for every share at once, each in a thread of its own that runs its tensor
+    operations on one thread (torch.set_num_threads is per thread; the caller's count is set back
+    after), under the caller's autocast; their results concatenated in order.
+
+    A decoding step is many small operations whose Python and dispatch overhead leaves the other
+    cores idle while one works: searches side by side on a core each keep them all busy (PyTorch
+    releases the GIL inside every operation), where one search's two-thread products gained little
+    (docs/benchmarks.md, "Searches side by side"). Marian decodes on a CPU the same way."""
+    threads = torch.get_num_threads()
+    bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+    def one(share: Any) -> list:
+        torch.set_num_threads(1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            return work(share)
+
+    try:
+        with ThreadPoolExecutor(len(shares), thread_name_prefix="rnnsearch-search") as pool:
+            return [item for part in pool.map(one, shares) for item in part]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
