@@ -86,7 +86,8 @@ def main() -> None:
                     help="a decoding option for the second tree only (one the first may not know)")
     args = ap.parse_args()
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
-    extra = {"before": options(args.option), "after": {**options(args.option), **options(args.after_option)}}
+    both = options(args.option)
+    extra = {"before": both, "after": {**both, **options(args.after_option)}}
     speed: dict = {(name, beam): [] for name in trees for beam in BEAMS}
     texts: dict = {}
     for r in range(args.rounds):
@@ -95,8 +96,8 @@ def main() -> None:
                 speed[name, beam].append(round(rate, 1))
                 texts[name, beam] = out
     result: dict = {"model": args.model, "quantize": args.quantize, "threads": args.threads,
-                    "batch": args.batch, "rounds": args.rounds, "trees": trees, "options": extra, "machine": cpu_name(),
-                    "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
+                    "batch": args.batch, "rounds": args.rounds, "trees": trees, "options": extra,
+                    "machine": cpu_name(), "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
     for beam in BEAMS:
         before, after = (statistics.median(speed[name, beam]) for name in trees)
         result[f"beam{beam}"] = {"before": {"median": before, "rounds": speed["before", beam]},

@@ -365,9 +365,9 @@ def test_workers_give_the_same_translations_and_restore_the_thread_count(reverse
     assert len(seen) == 2 and all(name.startswith("rnnsearch-search") and n == 1 for name, n in seen)
     assert [t.text for t in two] == [t.text for t in one]
     assert [t.score for t in two] == pytest.approx([t.score for t in one], abs=1e-5)
+    flat = lambda t: [x for row in t.attention for x in row]  # noqa: E731
     for a, b in zip(two, one):
-        assert [x for row in a.attention for x in row] == pytest.approx([x for row in b.attention for x in row],
-                                                                       abs=1e-5)
+        assert flat(a) == pytest.approx(flat(b), abs=1e-5)
     few = model.translate(lines[:3], beam=beam, batch_size=64, workers=2)  # fewer than a batch: split
     assert [t.text for t in few] == [t.text for t in one[:3]]
 
