@@ -1,5 +1,5 @@
-"""Benchmarks of rnnsearch: speed beside JoeyNMT and OpenNMT-py, time to BLEU, quantised decoding,
-serving under load, alignment error rates, and runs of the demo and the notebook over seeds.
+"""Benchmarks of rnnsearch: speed beside JoeyNMT, OpenNMT-py and Marian, time to BLEU, quantised
+decoding, where decoding's time goes, serving under load, alignment error rates, and runs of the demo and the notebook over seeds.
 
 Each script is a module of this package, run from the repository root with rnnsearch installed
 (``pip install -e .``)::

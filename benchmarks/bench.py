@@ -655,6 +655,10 @@ class SideBySide:
             entry["sent_per_s_by_batch"] = {
                 f"beam{b}": {str(n): [round(x, 1) for x in self.speeds(name, b, n)] for n in self.batches}
                 for b in (1, 5)}
+            # and the peak RSS of each setting: memory compared where the speeds are
+            entry["decode_peak_rss_mb_by_batch"] = {
+                f"beam{b}": {str(n): round(max(d["peak_rss_mb"] for d in self.decoding[name][b, n]), 1)
+                             for n in self.batches} for b in (1, 5)}
         entry.update({
             "greedy_sent_per_s": [round(x, 1) for x in self.speeds(name, 1)],
             "beam5_sent_per_s": [round(x, 1) for x in self.speeds(name, 5)],

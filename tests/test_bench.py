@@ -639,3 +639,34 @@ def test_reuse_training_trains_only_what_the_record_lacks(tmp_path):
     sbs.args = argparse.Namespace(short_steps=10, steps=40, reuse_training=False)
     sbs.train_rounds()
     assert len(trained) == 6
+
+
+def test_decode_profile_prints_the_operators_of_a_translation(reverse_model, tmp_path):
+    src = tmp_path / "src.txt"
+    src.write_text("".join(s + "\n" for s in toy_pairs(12, "reverse", seed=5, **TOY)[0]))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.decode_profile", "--model", str(reverse_model),
+                          "--src", str(src), "--beam", "3", "--batch", "4", "--workers", "2", "--rows", "8"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    header, *table = out.stdout.splitlines()
+    assert "12 sentences, fp32, beam 3, batches of 4, 1 thread(s), 2 search(es)" in header
+    assert any("aten::" in line for line in table) and "Self CPU time total" in out.stdout
+
+
+def test_peak_memory_is_given_for_each_batch_size_beside_the_overall_peak(tmp_path):
+    sbs = three_systems(tmp_path, "marian-packed8")
+    sbs.batches = [64, 128]
+    sbs.decoding = {name: {(b, n): [] for b in (1, 5) for n in sbs.batches} for name in sbs.decoders}
+    translate = sbs.translate
+
+    def sized(name, beam, batch, out):
+        return {**translate(name, beam, batch, out), "peak_rss_mb": float(batch * beam)}
+
+    sbs.translate = sized
+    sbs.decode_rounds()
+    sbs.data = {"test_refs": ["a b c d e"] * 100, "tgt_tok": argparse.Namespace(
+        sp=argparse.Namespace(decode_pieces=lambda pieces: "".join(pieces).replace("▁", " ").strip()))}
+    entry = sbs.system("marian", {"marian": 30e6}, {"fp32": 100.0})
+    assert entry["decode_peak_rss_mb_by_batch"] == {"beam1": {"64": 64.0, "128": 128.0},
+                                                    "beam5": {"64": 320.0, "128": 640.0}}
+    assert entry["decode_peak_rss_mb"] == 640.0

@@ -378,3 +378,9 @@ def test_workers_out_of_range_is_named(reverse_model):
 
     with pytest.raises(ConfigError, match="workers: must be >= 0"):
         model.translate(["w1"], workers=-1)
+
+
+def test_workers_with_nothing_or_only_empty_lines_to_translate(reverse_model):
+    model = rnnsearch.load(reverse_model, device="cpu")
+    assert model.translate([], workers=2) == []
+    assert [t.text for t in model.translate(["", ""], beam=1, workers=2)] == ["", ""]

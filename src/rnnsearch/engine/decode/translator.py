@@ -304,7 +304,7 @@ class Translator:
         workers = max(1, min(workers, len(pieces), batch_size))
         size = -(-batch_size // workers)  # each search's share of the batch_size sentences in flight
         groups = list(iterate_sorted(pieces, size))
-        workers = min(workers, len(groups))
+        workers = max(1, min(workers, len(groups)))  # no sentence at all: one search, of nothing
         step = self.graphs if graphs and self.graphs is not None and self.shortlist is None else None
         allowed = None
         if self.shortlist is not None:
