@@ -1,5 +1,6 @@
 """Benchmarks of rnnsearch: speed beside JoeyNMT, OpenNMT-py and Marian, time to BLEU, quantised
-decoding, where decoding's time goes, serving under load, alignment error rates, and runs of the demo and the notebook over seeds.
+decoding, where decoding's time goes, serving under load, alignment error rates, and runs of the
+demo and the notebook over seeds.
 
 Each script is a module of this package, run from the repository root with rnnsearch installed
 (``pip install -e .``)::
