@@ -22,6 +22,7 @@ import sys
 import time
 
 from benchmarks.common import cpu_name, print_result
+from rnnsearch.config import ConfigError, parse_override
 
 BEAMS = (1, 5)
 
@@ -45,16 +46,14 @@ print(json.dumps(out))
 
 
 def options(pairs: list[str]) -> dict:
-    """KEY=VALUE decoding options (JSON values where they parse: 1, 2.0, "fp32" or fp32)."""
+    """KEY=VALUE decoding options, each value a YAML scalar as `--set` reads it (1, 2.0, fp32)."""
     out = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"ab: {pair!r}: give KEY=VALUE")
         try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
+            keys, value = parse_override(pair)
+        except ConfigError:
+            raise SystemExit(f"ab: {pair!r}: give KEY=VALUE") from None
+        out[".".join(keys)] = value
     return out
 
 

@@ -510,7 +510,6 @@ class SideBySide:
         rounds = [("A", systems, self.args.short_steps), ("B", systems[::-1], self.args.steps)]
         record = self.work / "training.json"
         saved = json.loads(record.read_text()) if self.args.reuse_training and record.exists() else {}
-        steps_of = {"A": self.args.short_steps, "B": self.args.steps}
         self.training = {name: {} for name in systems}
         for label, order, steps in rounds:
             for name in order:
@@ -520,7 +519,7 @@ class SideBySide:
                     self.training[name][label] = old
                     continue
                 self.training[name][label] = {**self.train(name, self.work / f"train-{label}" / name, steps),
-                                              "steps": steps_of[label]}
+                                              "steps": steps}
                 log(f"  {name}: {self.training[name][label]['tgt_tok_per_s']:.0f} target tokens/s")
                 record.write_text(json.dumps(self.training, indent=1) + "\n")
 

@@ -355,13 +355,14 @@ def test_workers_give_the_same_translations_and_restore_the_thread_count(reverse
         return search_stream(*args, **kwargs)
 
     monkeypatch.setattr(tr, "search_stream", watched)
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         two = model.translate(lines, beam=beam, batch_size=4, workers=2)
         assert torch.get_num_threads() == 2  # the caller's count, set back
         assert model.workers(0) == 2  # decode.workers 0: one per thread
     finally:
-        torch.set_num_threads(1)
+        torch.set_num_threads(threads)
     assert len(seen) == 2 and all(name.startswith("rnnsearch-search") and n == 1 for name, n in seen)
     assert [t.text for t in two] == [t.text for t in one]
     assert [t.score for t in two] == pytest.approx([t.score for t in one], abs=1e-5)
@@ -370,6 +371,7 @@ def test_workers_give_the_same_translations_and_restore_the_thread_count(reverse
         assert flat(a) == pytest.approx(flat(b), abs=1e-5)
     few = model.translate(lines[:3], beam=beam, batch_size=64, workers=2)  # fewer than a batch: split
     assert [t.text for t in few] == [t.text for t in one[:3]]
+    assert len(seen) == 4  # the three sentences shared by two searches too
 
 
 def test_workers_out_of_range_is_named(reverse_model):

@@ -27,6 +27,13 @@ def read_input(path: str | None) -> list[str]:
         return []
 
 
+def add_batching(p) -> None:
+    """--batch-size, --workers: how translate and evaluate share the sentences out."""
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--workers", type=int, help="searches at once on a CPU, a core each (default: "
+                   "decode.workers; 0: one per thread)")
+
+
 def add_quantize(p) -> None:
     """--quantize, --cuda-graphs, --shortlist: decoding options of translate, evaluate and serve."""
     p.add_argument("--quantize", choices=["none", "int8"], default="none",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from rnnsearch.cli.common import add_links, add_quantize, flag, links_of, read_input
+from rnnsearch.cli.common import add_batching, add_links, add_quantize, flag, links_of, read_input
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.align.links import format_pharaoh, format_soft, hard_links, read_lexicon
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
@@ -24,9 +24,7 @@ def add_translate(sub) -> None:
     p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
     p.add_argument("--n-best", type=int,
                    help="print N hypotheses per line as index<TAB>score<TAB>text (default: decode.n_best)")
-    p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
-    p.add_argument("--workers", type=int, help="searches at once on a CPU, a core each (default: "
-                   "decode.workers; 0: one per thread)")
+    add_batching(p)
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
     p.add_argument("--alignment", nargs="?", const="hard", choices=["hard", "soft"],
@@ -147,9 +145,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--hyp", action="append", help="score this hypothesis file instead (repeatable)")
     p.add_argument("--label", action="append", help="names of the systems, in order (models first)")
     p.add_argument("--beam", type=int, help="beam size (default: each model's decode.beam)")
-    p.add_argument("--batch-size", type=int, help="sentences per batch (default: decode.batch_size)")
-    p.add_argument("--workers", type=int, help="searches at once on a CPU, a core each (default: "
-                   "decode.workers; 0: one per thread)")
+    add_batching(p)
     p.add_argument("--tokenize", help="sacrebleu tokenizer (default: the model's data.bleu_tokenize, "
                    "else 13a; zh for Chinese)")
     p.add_argument("--by-length", action="store_true",

@@ -298,11 +298,11 @@ class Translator:
         each in a thread of its own (:func:`on_cores`)."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
-        # Sorted by length; the search keeps `batch_size` sentences in flight, the next
-        # joining as others finish, and encodes each group when its first sentence is needed.
-        # Fewer sentences than the workers could fill make smaller groups, one or more each.
+        # Sorted by length; the searches keep `batch_size` sentences in flight between them, each
+        # its `size` (fewer sentences than that: an equal part of them each), the next joining as
+        # others finish, and encode each group when its first sentence is needed.
         workers = max(1, min(workers, len(pieces), batch_size))
-        size = -(-batch_size // workers)  # each search's share of the batch_size sentences in flight
+        size = max(1, -(-min(batch_size, len(pieces)) // workers))
         groups = list(iterate_sorted(pieces, size))
         workers = max(1, min(workers, len(groups)))  # no sentence at all: one search, of nothing
         step = self.graphs if graphs and self.graphs is not None and self.shortlist is None else None
