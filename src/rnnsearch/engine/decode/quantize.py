@@ -40,13 +40,22 @@ ENGINES = ("x86", "fbgemm", "onednn")
 ONEDNN_ROWS = 32  # oneDNN's products take rows in multiples of this (Int8Linear.forward says why)
 
 
+def onednn_runs_amx() -> bool:
+    """Whether oneDNN's int8 products run on AMX tiles here: the CPU has them (``amx_int8``) and
+    ``ONEDNN_MAX_CPU_ISA``, oneDNN's own cap, if set, leaves them on (names one of the AMX ISAs,
+    or ``DEFAULT``). With the cap at ``AVX2`` an AMX machine runs the kernels an AVX2-only CPU runs."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return "amx_int8" in cpu_info()[1] and (not cap or cap == "DEFAULT" or "AMX" in cap)
+
+
 def int8_engine() -> tuple[str, bool]:
     """The quantized engine that packs (and so runs) the int8 products, and whether activations
-    are cut to 7 bits (``reduce_range``). AVX2's u8 x s8 instruction adds pairs of products into
-    16 bits, which 8-bit activations could saturate; AMX's tile product sums into 32 bits, so on
-    an AMX CPU oneDNN takes all 8 bits (half the rounding error, measured at no cost)."""
+    are cut to 7 bits (``reduce_range``). AVX2's u8 x s8 instruction (vpmaddubsw) adds pairs of
+    products into 16 bits, which 8-bit activations saturate (a fifth of the output's scale wrong,
+    measured); AMX's tile product sums into 32 bits, so only where oneDNN runs on AMX
+    (:func:`onednn_runs_amx`) does it take all 8 bits (half the rounding error, at no cost)."""
     supported = torch.backends.quantized.supported_engines
-    amx = "amx_int8" in cpu_info()[1]
+    amx = onednn_runs_amx()
     chosen = os.environ.get("RNNSEARCH_INT8_ENGINE", "")
     if chosen and (chosen not in ENGINES or chosen not in supported):
         have = ", ".join(e for e in ENGINES if e in supported) or "none"
