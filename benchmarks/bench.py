@@ -53,6 +53,8 @@ from benchmarks.common import (
     sync,
 )
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts
+from rnnsearch.engine.accel.graphs import GraphedStep
+from rnnsearch.engine.accel.speedup import compile_time_step, speed_up
 from rnnsearch.engine.data.parallel import (
     ParallelData,
     collate,
@@ -62,7 +64,6 @@ from rnnsearch.engine.data.parallel import (
     target_tokens,
 )
 from rnnsearch.engine.data.vocab import build_tokenizers, load_tokenizers, save_tokenizers
-from rnnsearch.engine.decode.graphs import GraphedStep
 from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.engine.train.launch import make_optimizer
 from rnnsearch.engine.train.objective import batch_loss
@@ -124,9 +125,9 @@ def quick(args) -> None:
     cfg = config_from_dict(merge_dicts(BENCH_CONFIG, {"model": {"gru": args.gru}}))
     src_tok, tgt_tok = build_tokenizers(cfg.vocab, train_src, train_tgt)
     data = ParallelData.encode(train_src, train_tgt, src_tok, tgt_tok, 80, name="bench")
-    model = build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device)
+    model = speed_up(build_model(cfg.model, len(src_tok), len(tgt_tok)).to(device))  # as the trainer runs it
     if args.compile:
-        model.compile_step()
+        compile_time_step(model)
     size, unit = (args.batch_tokens, "tokens") if args.batch_tokens else (SIZES["batch"], "sentences")
     batches = make_batches(data, size, unit, "bucket", seed=0)
     train_step = make_train_step(model, make_optimizer(cfg, model.parameters()), data, device, args.precision)

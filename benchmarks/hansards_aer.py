@@ -35,6 +35,7 @@ import argparse
 import gzip
 import itertools
 import json
+import math
 import os
 import random
 import re
@@ -186,10 +187,27 @@ def tagged_sources(sources: list[str], sure: list[set], seed: int) -> list[str]:
 def tag_placement(sources: list[str], sure: list[set], references: list[str], links: list[set],
                   seed: int = 1) -> dict:
     """Share of the tagged test set's tags that `links` put on the very reference words the sure
-    gold links put them on (engine.markup.tag_accuracy)."""
-    from rnnsearch.engine.decode.markup import tag_accuracy
-
+    gold links put them on (tag_accuracy)."""
     return tag_accuracy(tagged_sources(sources, sure, seed), sure, references, links)
+
+
+def tag_accuracy(sources: list[str], gold: list[set], references: list[str], predicted: list[set]) -> dict:
+    """Share of tags placed exactly where the gold links would place them, over a corpus.
+
+    `sources` are lines of markup, `references` their plain translations, `gold` and `predicted`
+    word links (source, target) between the two. A tag counts when its span of reference words
+    from `predicted` equals the span from `gold` (engine/decode/markup.py's `placed_spans`, as
+    `transfer` writes them), points included.
+    """
+    from rnnsearch.engine.decode.markup import parse, placed_spans
+
+    exact = total = 0
+    for markup, g, reference, p in zip(sources, gold, references, predicted, strict=True):
+        marked, n = parse(markup), len(reference.split())
+        want, got = placed_spans(marked, n, g), placed_spans(marked, n, p)
+        total += len(want)
+        exact += sum(a == b for a, b in zip(want, got))
+    return {"accuracy": exact / total if total else math.nan, "tags": total, "exact": exact}
 
 
 WEIGHTS = ("attention", "saliency", "attention+saliency", "snapshot-mean", "averaged")

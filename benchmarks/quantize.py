@@ -7,11 +7,11 @@ model: sentences/s and BLEU.
 
 The model is loaded once per kind (``rnnsearch.load(..., quantize="none" | "int8")``; bf16 is
 the fp32 model decoding under ``precision="bf16"``; ``int8-x86`` packs the int8 weights with
-PyTorch's x86 engine instead of the one engine/decode/quantize.py chooses for this CPU); each round
+PyTorch's x86 engine instead of the one engine/accel/quantize.py chooses for this CPU); each round
 decodes the whole test set with every kind, rotating which goes first, greedy and beam 5, so
 that a noisy machine slows all alike; the speed of each is its median over the rounds. BLEU
 (sacrebleu, 13a) is of the translations each produced; every kind is compared with fp32. A
-"+shortlist" kind decodes over `--shortlist` (engine/decode/shortlist.py); its coverage is the share of
+"+shortlist" kind decodes over `--shortlist` (engine/accel/shortlist.py); its coverage is the share of
 the reference's target pieces that are on their sentence's list, and its size the mean number of
 ids a sentence's list holds. With `--peak-rss` each kind also decodes the test set once more per
 beam in a process of its own (`rnnsearch evaluate`, as the side by side runs it), whose peak
@@ -36,8 +36,8 @@ import torch
 import rnnsearch
 from benchmarks.bench import rnnsearch_translate
 from benchmarks.common import cpu_name, print_result
+from rnnsearch.engine.accel.quantize import int8_engine
 from rnnsearch.engine.decode.evaluate import score_corpus
-from rnnsearch.engine.decode.quantize import int8_engine
 from rnnsearch.io import read_aligned
 
 # kind -> (what rnnsearch.load quantizes, the precision translate runs in, over the shortlist,

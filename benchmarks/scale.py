@@ -29,7 +29,7 @@ from pathlib import Path
 from benchmarks.common import BENCH_CONFIG, ROOT, cpu_features, cpu_name, memory_kb
 from rnnsearch.config import config_from_dict, load_config, merge_dicts
 from rnnsearch.engine.data.pairs import vocabularies
-from rnnsearch.engine.data.prepared import ParallelFiles, prepare_or_load, prepare_split
+from rnnsearch.engine.data.prepared import ParallelFiles, prepare_or_load
 from rnnsearch.engine.data.vocab import save_tokenizers
 from rnnsearch.io import count_lines
 
@@ -76,7 +76,7 @@ def time_preparation(cfg: dict, files: ParallelFiles, cache: Path, workers: int)
     src_tok, tgt_tok = vocabularies(config, files)
     shutil.rmtree(cache, ignore_errors=True)
     start = time.perf_counter()
-    data = prepare_split(files, src_tok, tgt_tok, cache, max_len=config.data.max_len, workers=workers)
+    data = prepare_or_load(files, src_tok, tgt_tok, cache, max_len=config.data.max_len, workers=workers)
     seconds = time.perf_counter() - start
     size = sum(p.stat().st_size for p in data.path.iterdir())
     read = len(data) + data.dropped_blank + data.dropped_long  # every line pair is read and encoded

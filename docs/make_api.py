@@ -17,6 +17,7 @@ import importlib
 import inspect
 import re
 import sys
+import typing
 from pathlib import Path
 
 # (section, [(qualified import path, name shown)]) — the public API, in reading order.
@@ -25,12 +26,13 @@ API = [
         ("rnnsearch.engine.decode.translator.load", "load"),
         ("rnnsearch.engine.decode.translator.Translator", "Translator"),
         ("rnnsearch.engine.decode.translator.Translator.translate", "Translator.translate"),
+        ("rnnsearch.engine.decode.translator.Translator.translate_n_best", "Translator.translate_n_best"),
         ("rnnsearch.engine.decode.translator.Translator.force", "Translator.force"),
         ("rnnsearch.engine.decode.translator.Translation", "Translation"),
         ("rnnsearch.engine.decode.translator.Translation.attention_json", "Translation.attention_json"),
         ("rnnsearch.engine.decode.translator.Translation.links", "Translation.links"),
         ("rnnsearch.engine.decode.translator.Translation.replace_unk", "Translation.replace_unk"),
-        ("rnnsearch.engine.decode.quantize.quantize_int8_", "quantize_int8_"),
+        ("rnnsearch.engine.accel.quantize.quantize_int8_", "quantize_int8_"),
     ]),
     ("Training", [
         ("rnnsearch.config.load_config", "load_config"),
@@ -43,7 +45,7 @@ API = [
         ("rnnsearch.nn.model.build_model", "build_model"),
         ("rnnsearch.nn.model.RNNsearch", "RNNsearch"),
         ("rnnsearch.nn.model.RNNsearch.encode", "RNNsearch.encode"),
-        ("rnnsearch.nn.model.RNNsearch.attend", "RNNsearch.attend"),
+        ("rnnsearch.nn.model.RNNsearch.context", "RNNsearch.context"),
         ("rnnsearch.nn.model.RNNsearch.forward", "RNNsearch.forward"),
         ("rnnsearch.nn.model.RNNsearch.step", "RNNsearch.step"),
         ("rnnsearch.nn.model.RNNencdec", "RNNencdec"),
@@ -58,7 +60,7 @@ API = [
     ]),
     ("Search", [
         ("rnnsearch.nn.search.beam_search", "beam_search"),
-        ("rnnsearch.nn.search.search_stream", "search_stream"),
+        ("rnnsearch.engine.accel.inflight.search_stream", "search_stream"),
     ]),
     ("Scoring and alignment", [
         ("rnnsearch.engine.decode.evaluate.score_corpus", "score_corpus"),
@@ -82,7 +84,7 @@ API = [
         ("rnnsearch.tools.download.get", "download.get"),
         ("rnnsearch.tools.download.split", "download.split"),
         ("rnnsearch.tools.demo.run_demo", "run_demo"),
-        ("rnnsearch.tools.experiments.run_experiment", "run_experiment"),
+        ("rnnsearch.tools.experiments.run_experiments", "run_experiments"),
         ("rnnsearch.nn.reference.forward", "reference.forward"),
     ]),
 ]
@@ -125,6 +127,18 @@ FIELD = re.compile(r"^    (\w+): ([^=]+?)(?: = (.+?))?(?:\s+#\s*(.*))?$")
 COMMENT = re.compile(r"^    #\s*(.*)$")
 
 
+def spelled(tp: str, config) -> str:
+    """A key's type as its values: an alias that config.py defines once for several places
+    (``TrainPrecision``) written out as the Literal it is."""
+    def values(m: re.Match) -> str:
+        alias = getattr(config, m.group(0), None)
+        if typing.get_origin(alias) is not typing.Literal:
+            return m.group(0)
+        return "Literal[" + ", ".join(f'"{v}"' for v in typing.get_args(alias)) + "]"
+
+    return re.sub(r"\b[A-Z]\w*\b", values, tp)
+
+
 def config_keys() -> list[str]:
     """One table per config section, read from the dataclasses' source: key, type, default, comment.
 
@@ -155,7 +169,7 @@ def config_keys() -> list[str]:
             key, tp, default, note = m.groups()
             note = note or comment_above
             seen.add(key)
-            tp = tp.strip().replace("|", "\\|")
+            tp = spelled(tp.strip(), config).replace("|", "\\|")
             default = (default or "").replace("|", "\\|")
             lines.append(f"| `{key}` | `{tp}` | `{default}` | {(note or '').replace('|', '/')} |")
         missing = names - seen

@@ -60,8 +60,8 @@ class Slow:
         self.src_tok, self.tgt_tok = inner.src_tok, inner.tgt_tok
         self.parameters, self.quantized = inner.parameters, inner.quantized
 
-    def translate(self, texts, *args, **kw):
+    def translate_n_best(self, texts, *args, **kw):  # what serve decodes with
         if any("boom" in t for t in texts):
             raise RuntimeError("decoder exploded")
         time.sleep(self.delay)
-        return self.inner.translate(texts, *args, **kw)
+        return self.inner.translate_n_best(texts, *args, **kw)

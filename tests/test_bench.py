@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from benchmarks import anchors, bench, common, curve, europarl_20k, hansards_aer
 from rnnsearch.config import ModelConfig, config_from_dict, merge_dicts
 from rnnsearch.nn.model import build_model
-from rnnsearch.tools.experiments import run_experiment
+from rnnsearch.tools.experiments import run_experiments
 from rnnsearch.tools.toy import toy_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -326,8 +326,8 @@ def test_europarl_sessions_merge_into_the_published_results(tmp_path):
     """benchmarks.europarl_20k: systems scored by a later run join the published ones in the
     experiment's order, with its paths rewritten; another test set is refused."""
     kw = dict(corpus="synthetic", steps=3, train_sentences=150, seed=2, test_sentences=6)
-    run_experiment("reverse", out_dir=tmp_path / "first", only=["RNNsearch"], **kw)
-    run_experiment("reverse", out_dir=tmp_path / "later", only=["RNNencdec"], **kw)
+    run_experiments(["reverse"], out_dir=tmp_path / "first", only=["RNNsearch"], **kw)
+    run_experiments(["reverse"], out_dir=tmp_path / "later", only=["RNNencdec"], **kw)
     docs = tmp_path / "docs"
     shutil.copytree(tmp_path / "first" / "reverse", europarl_20k.published_dir("reverse", docs))
     later = tmp_path / "later" / "reverse" / "results.json"  # as if scored on another machine
@@ -403,6 +403,23 @@ def test_the_tagged_hansards_set_tags_sure_linked_runs_and_scores_placement():
     assert hansards_aer.tag_placement(sources, sure, references, sure)["accuracy"] == 1.0
     none = hansards_aer.tag_placement(sources, sure, references, [set()] * 3)
     assert none["tags"] == 2 and none["exact"] == 0
+
+
+def test_tag_accuracy_counts_exact_spans():
+    import math
+
+    from rnnsearch.engine.decode.markup import parse, placed_spans
+
+    sources = ["the <b>red</b> house", "<i>a</i> <br>b"]
+    references = ["la maison rouge", "A B"]
+    gold = [{(0, 0), (1, 2), (2, 1)}, {(0, 0), (1, 1)}]  # the red house -> la maison rouge
+    assert hansards_aer.tag_accuracy(sources, gold, references, gold) == {"accuracy": 1.0, "tags": 3,
+                                                                          "exact": 3}
+    wrong = [{(0, 0), (1, 1), (2, 2)}, {(0, 1), (1, 1)}]  # <b> on "maison"; <i> on B, <br> still before B
+    assert hansards_aer.tag_accuracy(sources, gold, references, wrong) == {"accuracy": 1 / 3, "tags": 3,
+                                                                           "exact": 1}
+    assert placed_spans(parse(sources[1]), 2, wrong[1]) == [(1, 2), (1, 1)]
+    assert math.isnan(hansards_aer.tag_accuracy(["x"], [set()], ["y"], [set()])["accuracy"])
 
 
 def test_decoding_profile_writes_its_table_beside_the_training_one(reverse_model, tmp_path):

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from rnnsearch.tools.experiments import run_experiment
+from rnnsearch.tools.experiments import run_experiments
+
+
+def run_experiment(name: str, **kw) -> dict:
+    """One experiment's results: run_experiments([name], ...)'s one entry."""
+    return run_experiments([name], **kw)[0]
 
 
 @pytest.mark.parametrize("name", ["length-curve", "reverse", "scores"])

@@ -1,4 +1,4 @@
-"""engine/decode/graphs.py: decoding steps on padded static buffers (replayed from CUDA graphs on a GPU)
+"""engine/accel/graphs.py: decoding steps on padded static buffers (replayed from CUDA graphs on a GPU)
 give what model.step gives. On a CPU the padding runs eagerly; `RNNSEARCH_TEST_DEVICE=cuda
 pytest -k device` captures and replays real graphs."""
 
@@ -7,11 +7,13 @@ import torch
 from conftest import random_batch, tiny_model
 
 import rnnsearch
-from rnnsearch.config import ConfigError
-from rnnsearch.engine.decode.graphs import GraphedStep, row_bucket, width_bucket
+from rnnsearch.config import ConfigError, DecodeConfig, decode_options
+from rnnsearch.engine.accel import speedup as fast
+from rnnsearch.engine.accel.graphs import GraphedStep, row_bucket, width_bucket
+from rnnsearch.engine.accel.inflight import search_stream
 from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.nn.model import BOS
-from rnnsearch.nn.search import SearchOptions, _trim, search_stream
+from rnnsearch.nn.search import SearchOptions, trim
 
 
 def test_buckets():
@@ -27,7 +29,7 @@ def test_device_padded_step_equals_the_model_step(arch, device):
     state, y = enc.state, torch.tensor([BOS, 5, 9], device=device)
     step = GraphedStep(model, capture=device.type == "cuda")
     for rows in (None, torch.tensor([0, 2], device=device)):
-        want = model.step(enc, state, y, rows=rows)
+        want = fast.step(model, enc, state, y, rows=rows)
         for _ in range(2):  # the second call replays what the first recorded
             got = step(enc, state, y, rows=rows)
             for a, b in zip(got, want):
@@ -47,8 +49,8 @@ def test_device_search_through_graphs_equals_the_plain_search(device):
     model = tiny_model(double=True, scale=0.8, seed=7).to(device)
     lengths = [3, 7, 2, 5, 4, 6, 1, 9, 3]
     src, mask = (x.to(device) for x in random_batch(lengths, seed=12))
-    chunks = lambda: (_trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, len(lengths), 3))  # noqa: E731
-    options = SearchOptions.of(beam=3, alpha=1.0, n_best=2)
+    chunks = lambda: (trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, len(lengths), 3))  # noqa: E731
+    options = SearchOptions(decode_options(DecodeConfig(), dict(beam=3, alpha=1.0, n_best=2)))
     plain = dict(search_stream(model, chunks(), options, capacity=4))
     step = GraphedStep(model, capture=device.type == "cuda")
     graphed = dict(search_stream(model, chunks(), options, capacity=4, step=step))

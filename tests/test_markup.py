@@ -1,14 +1,13 @@
 """Markup carried across a translation (engine/decode/markup.py): hand-made cases with known answers, and
 random lines, well- and ill-formed, on which the invariants must hold."""
 
-import math
 import random
 from collections import Counter
 from html.parser import HTMLParser
 
 import pytest
 
-from rnnsearch.engine.decode.markup import VOID, parse, placed_spans, tag_accuracy, transfer, translate_markup
+from rnnsearch.engine.decode.markup import VOID, parse, transfer, translate_markup
 
 
 class _Reader(HTMLParser):
@@ -218,17 +217,6 @@ def test_translate_markup_sends_plain_text_once():
     assert translate_markup(["", "<b></b>"], upper) == ["", "<b></b>"] and len(calls) == 1
     with pytest.raises(ValueError, match="1 translations for 2 sentences"):
         translate_markup(["a", "b"], lambda sentences: [("x", [])])
-
-
-def test_tag_accuracy_counts_exact_spans():
-    sources = ["the <b>red</b> house", "<i>a</i> <br>b"]
-    references = ["la maison rouge", "A B"]
-    gold = [set(SWAP), {(0, 0), (1, 1)}]
-    assert tag_accuracy(sources, gold, references, gold) == {"accuracy": 1.0, "tags": 3, "exact": 3}
-    wrong = [set(ONE_TO_ONE), {(0, 1), (1, 1)}]  # <b> on "maison"; <i> on B, <br> still before B
-    assert tag_accuracy(sources, gold, references, wrong) == {"accuracy": 1 / 3, "tags": 3, "exact": 1}
-    assert placed_spans(parse(sources[1]), 2, wrong[1]) == [(1, 2), (1, 1)]
-    assert math.isnan(tag_accuracy(["x"], [set()], ["y"], [set()])["accuracy"])
 
 
 WORDS = ["the", "red", "house", "Tom", "&amp;", "&lt;3", "x&gt;y", "AT&T", "&#233;t&#xE9;", "<", "a/b"]

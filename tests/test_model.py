@@ -52,8 +52,8 @@ def test_padding_and_batch_composition_change_nothing(arch, gru):
 def test_rnnencdec_has_no_attention_and_a_constant_context():
     model = tiny_model("rnnencdec")
     src, mask = random_batch([5, 2])
-    seen, readout = [], model.readout
-    model.readout = lambda state, y_emb, term: seen.append(term) or readout(state, y_emb, term)
+    seen, deep_output = [], model.deep_output
+    model.deep_output = lambda state, y_emb, term: seen.append(term) or deep_output(state, y_emb, term)
     lp, attn = model(src, mask, teacher_inputs(2, 6))
     assert attn is None
     ctx = seen[0]  # (B, T, 2l): C_o c, the context's term in the deep output, at every step
@@ -213,112 +213,6 @@ def test_state_dropout_is_training_only_and_keeps_attention_a_distribution(optio
     assert all(p.grad is not None for p in noisy.parameters() if p.requires_grad and p.dim() > 1)
 
 
-def _loop_only(monkeypatch):
-    import rnnsearch.nn.gru
-    import rnnsearch.nn.model
-
-    for mod in (rnnsearch.nn.gru, rnnsearch.nn.model):
-        monkeypatch.setattr(mod, "can_fuse", lambda *a, **k: False)
-
-
-def _tolerances(device):
-    """dtype and (log-prob, gradient) tolerances: float64 and near-exact on a CPU; float32 on a
-    GPU (cuDNN's GRU and Triton's kernels are what a GPU run uses; TF32 is off, see the fixture)."""
-    if device.type == "cpu":
-        return torch.float64, dict(atol=1e-12), dict(atol=1e-10)
-    return torch.float32, dict(atol=2e-5, rtol=1e-5), dict(atol=2e-5, rtol=1e-4)
-
-
-@pytest.mark.parametrize("arch", ["rnnsearch", "rnnencdec"])
-def test_device_fused_cudnn_encoder_equals_the_time_loop_in_value_and_gradient(arch, monkeypatch, device):
-    """The cudnn form's encoder runs in torch's fused GRU kernel (cuDNN on a GPU): same
-    log-probabilities and the same gradient for every weight as the Python time loop."""
-    dtype, lp_tol, grad_tol = _tolerances(device)
-    src, mask = (t.to(device) for t in random_batch([6, 4, 1, 5], seed=4))
-    tgt = teacher_inputs(4, 5).to(device)
-    runs = []
-    for fused in (True, False):
-        # dropouts are 0: train() only changes the kernel's mode
-        model = tiny_model(arch, gru="cudnn").to(device, dtype).train()
-        with monkeypatch.context() as m:
-            if not fused:
-                _loop_only(m)
-            lp, _ = model(src, mask, tgt)
-            lp.sum().backward()
-        runs.append((lp.detach(),
-                     {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
-    (lp_f, g_f), (lp_l, g_l) = runs
-    assert torch.allclose(lp_f, lp_l, **lp_tol)
-    assert g_f.keys() == g_l.keys() and any(k.startswith("enc_fwd.U") for k in g_f)
-    for k in g_f:
-        assert torch.allclose(g_f[k], g_l[k], **grad_tol), k
-
-
-def test_the_fused_kernel_is_used_only_where_it_computes_the_same_thing():
-    from rnnsearch.nn.gru import GRU, can_fuse, fused_run
-
-    src, mask = random_batch([5, 3, 2])
-    cudnn, paper = GRU(4, 3, "cudnn"), GRU(4, 3, "paper")
-    assert can_fuse(cudnn, mask) and not can_fuse(paper, mask)  # the paper form has no fused kernel
-    assert not can_fuse(cudnn, mask.flip(1))  # left padding: packed sequences assume right padding
-    empty = mask.clone()
-    empty[2] = False
-    assert not can_fuse(cudnn, empty)  # a sentence with no word cannot be packed
-    cudnn.train()
-    assert not can_fuse(cudnn, mask, state_dropout=0.1) and can_fuse(cudnn.eval(), mask, state_dropout=0.1)
-    # padded positions come back as zeros; final states are each sentence's own last word's
-    (states,), (final,) = fused_run([cudnn], torch.randn(3, 5, 4), mask)
-    assert (states[~mask] == 0).all()
-    assert torch.equal(final, states[torch.arange(3), mask.sum(1) - 1])
-
-
-def test_device_compiled_time_step_equals_the_eager_one_in_value_and_gradient(device):
-    """train.compile: the time step through torch.compile gives the same log-probabilities and
-    gradients, for batches of two different shapes (dynamic shapes). On a CPU the aot_eager
-    backend (the same graph capture and autograd as the default backend without a C compiler);
-    on a GPU the default backend, inductor, whose Triton kernels are what a GPU run uses."""
-    dtype, lp_tol, grad_tol = _tolerances(device)
-    eager, compiled = tiny_model().to(device, dtype).train(), tiny_model().to(device, dtype).train()
-    compiled.compile_step(**({"backend": "aot_eager"} if device.type == "cpu" else {}))
-    calls, step = [], compiled._compiled_step
-    compiled._compiled_step = lambda *a: calls.append(1) or step(*a)
-    for lengths, t in (([6, 4, 1, 5], 5), ([3, 2], 7)):
-        src, mask = (x.to(device) for x in random_batch(lengths, seed=5))
-        tgt = teacher_inputs(len(lengths), t).to(device)
-        out = {}
-        for name, m in (("eager", eager), ("compiled", compiled)):
-            m.zero_grad()
-            lp, attn = m(src, mask, tgt)
-            lp.sum().backward()
-            out[name] = lp.detach(), attn.detach()
-        assert torch.allclose(out["eager"][0], out["compiled"][0], **lp_tol)
-        assert torch.allclose(out["eager"][1], out["compiled"][1], **lp_tol)
-        for (k, p), q in zip(eager.named_parameters(), compiled.parameters()):
-            assert torch.allclose(p.grad, q.grad, **grad_tol), k
-    assert len(calls) == 5 + 7  # every time step went through the compiled function
-
-
-def test_fused_run_keeps_cudnns_weight_layout_warning_to_itself(monkeypatch):
-    """cuDNN warns on every process's first call that our per-call weights (z rows negated) are
-    not one flat buffer; the copy is intended, so the warning is not passed on to the user."""
-    import warnings
-
-    from rnnsearch.nn.gru import GRU, fused_run
-
-    real = torch._VF.gru
-
-    def warning_gru(*args):
-        warnings.warn("RNN module weights are not part of single contiguous chunk of memory. ...",
-                      UserWarning, stacklevel=1)
-        return real(*args)
-
-    monkeypatch.setattr(torch._VF, "gru", warning_gru)
-    _, mask = random_batch([3, 2])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        fused_run([GRU(4, 3, "cudnn")], torch.randn(2, 3, 4), mask)
-
-
 def _with_explicit_context(model, src, mask, tgt):
     """Teacher forcing as the paper writes it, one step at a time: c_i = Σ_j α_ij h_j, then C c_i
     and C_o c_i multiplied out and the deep output read at every step."""
@@ -327,10 +221,10 @@ def _with_explicit_context(model, src, mask, tgt):
     x = model.decoder.W(y_emb)
     s, out, alphas = enc.state, [], []
     for i in range(tgt.size(1)):
-        c, alpha = model.attend(enc, s)
+        c, alpha = model.attention(s, enc.keys, enc.annotations, enc.src_mask)
         s_new = model.decoder.cell(x[:, i] + model.C(c), s)
         read = s if model.cfg.readout == "prev" else s_new
-        out.append(torch.log_softmax(model.readout(read, y_emb[:, i], model.C_o(c)), -1))
+        out.append(torch.log_softmax(model.W_o(model.deep_output(read, y_emb[:, i], model.C_o(c))), -1))
         alphas.append(alpha)
         s = s_new
     return torch.stack(out, 1), torch.stack(alphas, 1)
@@ -359,21 +253,3 @@ def test_teacher_forcing_equals_the_step_by_step_equations_in_value_and_gradient
     for name, grad in grads.items():
         scale = grad.abs().max().clamp_min(1.0)
         assert torch.allclose(grad, grads2[name], rtol=tol, atol=tol * scale), name
-
-
-def test_additive_score_through_the_sigmoid_is_v_tanh():
-    """Decoding on a CPU takes v_aᵀ tanh(z) as 2 v_aᵀ σ(2z) − Σ v_a; training keeps tanh. Both
-    must be the paper's e_ij, here against float64 tanh."""
-    from rnnsearch.nn.attention import Attention
-
-    torch.manual_seed(0)
-    att = Attention("additive", 6, 10, 7)
-    query, keys = torch.randn(3, 1, 7) * 3, torch.randn(3, 5, 7) * 3
-    exact = (torch.tanh((query + keys).double()) @ att.v_a.weight.double().t()).squeeze(-1)
-    with torch.no_grad():  # the decoding path
-        fast = att.additive(query, keys)
-    assert torch.allclose(fast.double(), exact, atol=1e-5)
-    q = query.clone().requires_grad_(True)  # the training path: tanh, with its gradient
-    att.additive(q, keys).sum().backward()
-    expected = ((1 - torch.tanh(query + keys) ** 2) * att.v_a.weight.view(1, 1, -1)).sum(1, keepdim=True)
-    assert q.grad is not None and torch.allclose(q.grad, expected.detach(), atol=1e-5)

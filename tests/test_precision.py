@@ -52,17 +52,17 @@ def test_translator_auto_measures_its_own_decoding_once(reverse_model, cache, mo
     with_bf16_units(monkeypatch, True)
     model = rnnsearch.load(reverse_model, device="cpu")
     calls = []
-    probe = model._probe
-    monkeypatch.setattr(model, "_probe", lambda p: calls.append(p) or probe(p))
-    chosen = model.resolve_precision("auto")
+    probe = model.precision.probe
+    monkeypatch.setattr(model.precision, "probe", lambda p: calls.append(p) or probe(p))
+    chosen = model.precision.resolve("auto")
     assert chosen in ("fp32", "bf16") and len(calls) == 4
-    assert model.resolve_precision("auto") == chosen and len(calls) == 4
-    assert model.resolve_precision("fp32") == "fp32"
+    assert model.precision.resolve("auto") == chosen and len(calls) == 4
+    assert model.precision.resolve("fp32") == "fp32"
     out = model.translate(["w3 w4 w1 w5 w9"], beam=3, precision="auto")
     assert out[0].text == "w9 w5 w1 w4 w3"
     assert any(key.startswith("decode | Test CPU") for key in json.loads(cache.read_text()))
     with pytest.raises(ConfigError, match=r"precision: expected one of 'auto' \| 'fp32' \| 'bf16', got"):
-        model.resolve_precision("fp16")
+        model.precision.resolve("fp16")
 
 
 def test_training_probe_leaves_the_run_as_it_was(tmp_path, monkeypatch):

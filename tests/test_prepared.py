@@ -21,7 +21,6 @@ from rnnsearch.engine.data.prepared import (
     PreparedData,
     open_prepared,
     prepare_or_load,
-    prepare_split,
     sample_pairs,
 )
 from rnnsearch.engine.data.vocab import SentencePiece, WordVocab
@@ -76,7 +75,7 @@ def bpe(corpus):
 
 def prepare(files: ParallelFiles, tok, cache: Path, **kw) -> PreparedData:
     kw = {"max_len": 8, "workers": 1, "chunk_pairs": 7, **kw}
-    return prepare_split(files, tok, tok, cache, **kw)
+    return prepare_or_load(files, tok, tok, cache, **kw)
 
 
 def npy_bytes(path: Path) -> dict[str, bytes]:
@@ -339,7 +338,9 @@ def test_a_split_prepared_meanwhile_by_another_process_is_kept(tmp_path, corpus)
     tok = word_vocab(corpus[0])
     first = prepare(files, tok, tmp_path / "cache")
     stamp = (first.path / "meta.json").stat().st_mtime_ns
-    second = prepare(files, tok, tmp_path / "cache")  # as a second rank would, having found nothing
+    # built again, as a second rank would that found nothing when it looked
+    job, meta = prepared._plan(files, tok, tok, 8, False, False, "train")
+    second = prepared._build(job, meta, tmp_path / "cache", 1, 7)
     assert second.path == first.path and (first.path / "meta.json").stat().st_mtime_ns == stamp
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.path.name]
 

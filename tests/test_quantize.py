@@ -10,8 +10,8 @@ from torch import nn
 
 import rnnsearch
 from rnnsearch.cli import main
-from rnnsearch.engine.decode import quantize as quantize
-from rnnsearch.engine.decode.quantize import Int8Linear, int8_engine, quantize_int8_
+from rnnsearch.engine.accel import quantize as quantize
+from rnnsearch.engine.accel.quantize import Int8Linear, int8_engine, quantize_int8_
 from rnnsearch.nn.search import beam_search
 
 
@@ -43,8 +43,7 @@ def test_the_output_layers_rows_are_its_int8_weights_dequantised():
     assert torch.equal(weight[1], weight[3]) and torch.equal(bias, lin.bias[ids])
     assert ((weight / step).round() - weight / step).abs().max() < 1e-3  # on the int8 grid
     x = torch.randn(3, 32)  # over the whole vocabulary: the int8 product, as any Int8Linear's
-    assert torch.equal(output.logits(x), Int8Linear.of(lin)(x))
-    assert torch.equal(output.logits(x, (weight, bias)), x @ weight.t() + bias)
+    assert torch.equal(output(x), Int8Linear.of(lin)(x))
 
 
 def simulate_cpu(monkeypatch, flags):
@@ -139,7 +138,7 @@ def test_load_int8_translates_like_fp32_and_leaves_the_files(reverse_model, tmp_
     before = digests(reverse_model)
     fp32 = rnnsearch.load(reverse_model, device="cpu")
     int8 = rnnsearch.load(reverse_model, device="cpu", quantize="int8")
-    assert int8.quantized == "int8" and int8.resolve_precision("bf16") == "fp32"
+    assert int8.quantized == "int8" and int8.precision.resolve("bf16") == "fp32"
     assert int8.parameters == fp32.parameters  # /info reports the model's size, not what stayed fp32
     lines = [" ".join(f"w{(k * 7 + i) % 10}" for i in range(3 + k % 5)) for k in range(40)]
     a = [t.text for t in fp32.translate(lines, beam=3)]

@@ -159,3 +159,48 @@ def test_step_matches_reference(arch):
                 np.testing.assert_allclose(alpha.double().numpy(), att_r[:, i], rtol=0, atol=ATOL)
             else:
                 assert alpha is None
+
+
+def test_log_likelihood_is_the_sum_of_the_models_log_probabilities():
+    cfg, model = make_model(seed=5)
+    params = reference.state_dict_to_numpy(model)
+    src, tgt = [5, 9, 4, 12], [7, 4, 10]
+    with torch.no_grad():
+        lp, _ = model(torch.tensor([src]), torch.ones(1, 4, dtype=torch.bool), torch.tensor([[BOS] + tgt]))
+    want = sum(float(lp[0, i, w]) for i, w in enumerate(tgt + [reference.EOS]))
+    assert reference.log_likelihood(params, cfg, src, tgt) == pytest.approx(want, abs=ATOL)
+
+
+BEAMS = [dict(K=1, alpha=0.0), dict(K=3, alpha=1.0, n_best=3), dict(K=4, alpha=0.0, n_best=2),
+         dict(K=4, alpha=0.7, n_best=2, early_stop=True), dict(K=5, alpha=1.0, max_len_ratio=0.3)]
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+@pytest.mark.parametrize("overrides", [{}, {"gru": "cudnn", "score": "general"}, {"arch": "rnnencdec"}])
+def test_both_searches_find_the_literal_beam_searchs_n_best(seed, overrides):
+    """Section 3.2 as reference.py writes it, in NumPy, against nn/search.py (the plain search over
+    nn/model.py) and engine/accel/inflight.py (the product's: sentences in flight over the sped-up
+    model): the same n-best lists, and the same scores to float32 rounding."""
+    from rnnsearch.engine.accel.inflight import beam_search as product_search
+    from rnnsearch.engine.accel.speedup import speed_up
+    from rnnsearch.nn.search import beam_search as plain_search
+
+    cfg, model = make_model(seed=seed, **overrides)
+    with torch.no_grad():
+        model.W_o.bias[reference.EOS] += 1.0  # hypotheses end at different steps
+    params = reference.state_dict_to_numpy(model)
+    src, mask, _ = make_batch(seed=seed, src_lens=(6, 3, 4, 1, 5), tgt_lens=(2, 2, 2, 2, 2))
+    sped = speed_up(make_model(seed=seed, **overrides)[1])
+    sped.load_state_dict(model.state_dict())
+    for b in BEAMS:
+        settings = dict(beam=b["K"], alpha=b["alpha"], n_best=b.get("n_best", 1),
+                        max_len_ratio=b.get("max_len_ratio", 2.0), early_stop=b.get("early_stop"))
+        found = {"plain": plain_search(model, src, mask, **settings),
+                 "product": product_search(sped, src, mask, batch_size=2, **settings)}
+        for i in range(src.size(0)):
+            literal = reference.beam_search(params, cfg, src[i][mask[i]].tolist(), **b)
+            assert literal, "the literal search ended with no hypothesis"
+            for name, hyps in found.items():
+                assert [h.tokens for h in hyps[i]] == [words for words, _, _ in literal], (name, b)
+                assert [h.score for h in hyps[i]] == pytest.approx([sc for _, sc, _ in literal], abs=1e-4)
+                assert [h.log_prob for h in hyps[i]] == pytest.approx([lp for _, _, lp in literal], abs=1e-4)

@@ -1,4 +1,6 @@
-"""Greedy and beam search: agreement with the model's own scores, batch invariance, n-best."""
+"""The product's search (engine/accel/inflight.py, sentences in flight): agreement with the model's
+own scores and with a textbook search, batch invariance, n-best. tests/test_accel.py holds it equal to
+nn/search.py's plain one."""
 
 import contextlib
 
@@ -6,11 +8,17 @@ import pytest
 import torch
 from conftest import random_batch, tiny_model
 
-from rnnsearch.config import ModelConfig
+from rnnsearch.config import DecodeConfig, ModelConfig, decode_options
+from rnnsearch.engine.accel import inflight as search
+from rnnsearch.engine.accel import speedup as fast
+from rnnsearch.engine.accel.inflight import beam_search, top_k
 from rnnsearch.engine.data.vocab import BOS, EOS, PAD
-from rnnsearch.nn import search
 from rnnsearch.nn.model import build_model
-from rnnsearch.nn.search import beam_search, top_k
+from rnnsearch.nn.search import SearchOptions
+
+
+def options_of(**decode):
+    return SearchOptions(decode_options(DecodeConfig(), decode))
 
 
 def sequence_log_prob(model, src, mask, tokens):
@@ -24,14 +32,16 @@ def sequence_log_prob(model, src, mask, tokens):
 
 @contextlib.contextmanager
 def watching_steps(model):
-    """The previous words (y) of every model.step call made inside the block, one tensor per step."""
+    """The previous words (y) of every decoding step of `model` the search takes inside the block
+    (accel/speedup.py's ``step``), one tensor per step."""
     seen = []
-    step = model.step
-    model.step = lambda enc, state, y, **kw: (seen.append(y.clone()), step(enc, state, y, **kw))[1]
+    real = fast.step
+    fast.step = lambda m, enc, state, y, **kw: (seen.append(y.clone()) if m is model else None,
+                                                real(m, enc, state, y, **kw))[1]
     try:
         yield seen
     finally:
-        del model.step
+        fast.step = real
 
 
 def manual_greedy(model, src, mask, max_steps):
@@ -79,7 +89,7 @@ def test_beam_scores_are_the_models_log_probabilities(alpha):
 def test_greedy_scores_are_the_models_log_probabilities_and_the_limit_holds(arch):
     model = tiny_model(arch, double=False, scale=0.8, seed=3)
     src, mask = random_batch([4, 6, 2], seed=9)
-    short = search.SearchOptions.of(beam=1, alpha=1.0, max_len_ratio=0.01)  # 10 words before </s>
+    short = options_of(beam=1, alpha=1.0, max_len_ratio=0.01)  # 10 words before </s>
     for i, (hyps, capped) in enumerate(zip(beam_search(model, src, mask, beam=1, alpha=1.0),
                                            beam_search(model, src, mask, short))):
         n = [4, 6, 2][i]
@@ -140,7 +150,6 @@ def test_device_in_flight_batching_gives_what_decoding_all_at_once_gives(device)
 def test_in_flight_history_is_dropped_once_no_sentence_needs_it(monkeypatch):
     """The words kept per row reach back only to when the oldest sentence in flight joined,
     however long the stream."""
-    from rnnsearch.nn import search
 
     model = tiny_model(double=False, scale=0.8, seed=7)
     lengths = [3, 7, 2, 5, 4, 6, 1, 3, 5]
@@ -297,22 +306,23 @@ def test_early_stop_equals_the_textbook_search_stopped_the_same_way(alpha, n_bes
     ("rnnsearch", "additive"), ("rnnsearch", "general"), ("rnnencdec", "additive")])
 def test_hypotheses_sharing_one_copy_of_the_encoding_search_as_k_copies_do(arch, score):
     """Beam search keeps one encoder row per sentence, which its K hypotheses attend to together
-    (model.context_terms' grouped path); a stand-in `step` (CUDA graphs) is handed K copies
+    (accel/speedup.py's context_terms, its grouped path); a stand-in `step` (CUDA graphs) is handed K copies
     instead. Both must find the same hypotheses, scores and attention, in-flight batching and
     shortlist-free output layer alike."""
-    from rnnsearch.nn.search import SearchOptions, _trim, search_stream
+    from rnnsearch.engine.accel.inflight import search_stream
+    from rnnsearch.nn.search import trim
 
     model = tiny_model(arch, seed=3, score=score)
     src, mask = random_batch([5, 2, 7, 4, 6, 3, 1], seed=4)
-    options = SearchOptions.of(beam=4, n_best=3, max_len_ratio=1.5)
+    options = options_of(beam=4, n_best=3, max_len_ratio=1.5)
     calls = []
 
     def copied_step(enc, state, *a, **k):  # the path a stand-in step is given
         calls.append(enc.src_mask.size(0) == state.size(0))
-        return model.step(enc, state, *a, **k)
+        return fast.step(model, enc, state, *a, **k)
 
     def run(step):
-        chunks = (_trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, 7, 3))
+        chunks = (trim(src[i:i + 3], mask[i:i + 3]) for i in range(0, 7, 3))
         return dict(search_stream(model, chunks, options, capacity=3, step=step))
 
     grouped, copied = run(None), run(copied_step)
@@ -372,19 +382,18 @@ def test_beam_search_takes_the_same_words_with_either_top_k(monkeypatch):
 def test_search_options_are_decode_options_checked_once():
     """SearchOptions reads beam, alpha, max_len_ratio and n_best from a config.DecodeConfig, checked
     by the one check (config.decode_options) however it was made; beam_search takes it or keywords."""
-    from rnnsearch.config import ConfigError, DecodeConfig
-    from rnnsearch.nn.search import SearchOptions
+    from rnnsearch.config import ConfigError
 
-    assert SearchOptions.of(beam=3, alpha=0).decode == DecodeConfig(beam=3, alpha=0.0)
+    assert options_of(beam=3, alpha=0).decode == DecodeConfig(beam=3, alpha=0.0)
     with pytest.raises(ConfigError, match=r"n_best: must be in 1..beam \(2\), got 3"):
         SearchOptions(DecodeConfig(beam=2, n_best=3))
     with pytest.raises(ConfigError, match="beam: must be in 1..256, got 0"):
-        SearchOptions.of(beam=0)
+        options_of(beam=0)
     with pytest.raises(ConfigError, match="bream: not a decoding option"):
-        SearchOptions.of(bream=3)
+        options_of(bream=3)
     model = tiny_model()
     src, mask = random_batch([4, 3])
-    via_options = beam_search(model, src, mask, SearchOptions.of(beam=3, n_best=2))
+    via_options = beam_search(model, src, mask, options_of(beam=3, n_best=2))
     via_keywords = beam_search(model, src, mask, beam=3, n_best=2)
     assert [[h.tokens for h in hs] for hs in via_options] == [[h.tokens for h in hs] for hs in via_keywords]
     with pytest.raises(TypeError, match="options or keywords, not both"):

@@ -100,7 +100,7 @@ def test_alignment_on_request(live, translator):
     assert body["translations"][0]["alignment"] == [[0, 2], [1, 1], [2, 0]]
     status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "beam": 3, "n_best": 2,
                                                   "alignment": True})
-    nbest = translator.translate(["w1 w2 w3 w4"], beam=3, n_best=2)[0]
+    nbest = translator.translate_n_best(["w1 w2 w3 w4"], beam=3, n_best=2)[0]
     t = body["translation"]
     assert status == 200 and t["alignment"] == [list(link) for link in nbest[0].alignment]
     assert [e["alignment"] for e in t["n_best"]] == [[list(x) for x in h.alignment] for h in nbest]

@@ -118,7 +118,7 @@ def test_json_list_auto_alternatives_and_lines(two, de_en, fr_en):
     assert body["translatedText"] == [best(de_en, "w1 w2 w3"), best(fr_en, "v1 v2"),
                                       best(de_en, "w4") + "\n\n" + best(de_en, "w5 w6")]
     assert [d["language"] for d in body["detectedLanguage"]] == ["de", "fr", "de"]
-    n_best = de_en.translate(["w1 w2 w3"], beam=3, n_best=3, attention=False)[0]
+    n_best = de_en.translate_n_best(["w1 w2 w3"], beam=3, n_best=3, attention=False)[0]
     assert body["alternatives"][0] == [t.text for t in n_best[1:] if t.text != n_best[0].text]
     assert len(body["alternatives"]) == 3 and all(len(a) <= 2 for a in body["alternatives"])
 

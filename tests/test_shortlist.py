@@ -1,4 +1,4 @@
-"""Lexical shortlists (engine/decode/shortlist.py): which target ids a sentence may produce, search over
+"""Lexical shortlists (engine/accel/shortlist.py): which target ids a sentence may produce, search over
 their union, what they are built from, and the file's checks."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from rnnsearch.cli import main
+from rnnsearch.engine.accel.shortlist import Shortlist, build_shortlist, load_shortlist
 from rnnsearch.engine.data.vocab import BOS, EOS, PAD, UNK
-from rnnsearch.engine.decode.shortlist import Shortlist, build_shortlist, load_shortlist
 from rnnsearch.engine.decode.translator import Translator, load
 from rnnsearch.io import DataError
 
@@ -38,13 +38,12 @@ def _ids(translations, model):
 def test_a_shortlist_of_every_id_translates_exactly_as_the_full_output_layer(reverse_model, tmp_path, beam):
     model = load(reverse_model, device="cpu")
     sources = Path(model.cfg.data.valid_src).read_text(encoding="utf-8").splitlines()[:30]
-    full = model.translate(sources, beam=beam, n_best=min(2, beam))
+    full = model.translate_n_best(sources, beam=beam, n_best=min(2, beam))
     every = np.arange(len(model.tgt_tok), dtype=np.int32)  # <s> and <pad> included: the same softmax
     Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}).save(tmp_path / "all.npz")
     over = listed(model, Shortlist(every, np.full((len(model.src_tok), 1), -1, np.int32), {}))
-    shortlisted = over.translate(sources, beam=beam, n_best=min(2, beam))
-    for a, b in zip(full, shortlisted):
-        a, b = (a, b) if beam > 1 else ([a], [b])
+    shortlisted = over.translate_n_best(sources, beam=beam, n_best=min(2, beam))
+    for a, b in zip(full, shortlisted, strict=True):
         assert [t.text for t in a] == [t.text for t in b]
         assert [t.score for t in a] == pytest.approx([t.score for t in b], abs=1e-5)
 

@@ -44,7 +44,7 @@ def test_model_directory_layout_and_round_trip(reverse_model):
     a = rnnsearch.load(reverse_model, device="cpu")
     b = rnnsearch.load(reverse_model, device="cpu")
     src = ["w1 w2 w3 w4", "w9 w8 w7 w6 w5 w4", "w0 w0 w1"]
-    ta, tb = a.translate(src, n_best=2), b.translate(src, n_best=2)
+    ta, tb = a.translate_n_best(src, n_best=2), b.translate_n_best(src, n_best=2)
     for x, y in zip(ta, tb):
         assert [h.text for h in x] == [h.text for h in y]
         assert [h.score for h in x] == [h.score for h in y]
@@ -363,18 +363,18 @@ def test_device_mixed_precision_training_runs_and_learns(tmp_path, precision, gr
 
 
 def test_train_compile_runs_the_time_step_compiled(tmp_path, monkeypatch):
-    from rnnsearch.nn.model import RNNsearch
+    from rnnsearch.engine.accel import speedup as fast
+    from rnnsearch.engine.train import trainer
 
     compiled = []
-    original = RNNsearch.compile_step
 
-    def aot_eager(self, **options):  # the default backend needs a C compiler and a minute of CPU
-        compiled.append(self)
-        original(self, backend="aot_eager")
+    def aot_eager(model, **options):  # the default backend needs a C compiler and a minute of CPU
+        compiled.append(model)
+        fast.compile_time_step(model, backend="aot_eager")
 
-    monkeypatch.setattr(RNNsearch, "compile_step", aot_eager)
+    monkeypatch.setattr(trainer, "compile_time_step", aot_eager)
     model_dir = train(toy_config(tmp_path, "compiled", max_epochs=1, compile=True))
-    assert len(compiled) == 1 and compiled[0]._compiled_step is not None
+    assert len(compiled) == 1 and compiled[0].teacher_step is not None
     records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in records if r.get("kind") == "train"][-1] < 10
     assert json.loads((model_dir / "config.json").read_text())["train"]["compile"] is True

@@ -14,12 +14,20 @@ from rnnsearch.cli.attention import attention_records as _attention_records
 
 
 def test_n_best_entries_of_an_empty_line_are_separate_objects(reverse_model):
+    from rnnsearch.config import ConfigError
+
     model = rnnsearch.load(reverse_model, device="cpu")
-    empty, full = model.translate(["", "w1 w2"], beam=3, n_best=3)
+    empty, full = model.translate_n_best(["", "w1 w2"], beam=3, n_best=3)
     assert len(empty) == 3 and len({id(t) for t in empty}) == 3
     empty[0].tokens.append("changed")
     assert empty[1].tokens == [] and empty[2].tokens == []
     assert len(full) == 3 and full[0].score >= full[1].score >= full[2].score
+    # translate gives the best of each, the n-best list's first; more than one is translate_n_best's
+    assert [t.text for t in model.translate(["", "w1 w2"], beam=3)] == ["", full[0].text]
+    assert [[t.text] for t in model.translate(["w1 w2"], beam=3)] == [
+        [t.text for t in n] for n in model.translate_n_best(["w1 w2"], beam=3)]
+    with pytest.raises(ConfigError, match="n_best: translate gives one translation a sentence, got 3"):
+        model.translate(["w1 w2"], beam=3, n_best=3)
 
 
 def test_attention_labels_are_the_pieces_force_weighs(reverse_model, tmp_path):
@@ -86,8 +94,17 @@ def _translate(capsys, model_dir, tmp_path, *flags, lines=LINES):
     return out.out.splitlines()
 
 
+def _soft_groups(text: str) -> dict[int, dict[int, float]]:
+    """``--alignment soft``'s j:i=w,i=w groups as {target word: {source word: weight}}."""
+    out = {}
+    for group in text.split():
+        j, _, cells = group.partition(":")
+        out[int(j)] = {int(i): float(w) for i, w in (c.split("=") for c in cells.split(",") if c)}
+    return out
+
+
 def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsys):
-    from rnnsearch.engine.align.links import parse_pharaoh, parse_soft
+    from rnnsearch.engine.align.links import parse_pharaoh
 
     model_dir = word_model(tmp_path)
     plain = _translate(capsys, model_dir, tmp_path)
@@ -108,7 +125,7 @@ def test_alignment_lines_hold_the_translation_and_links_in_range(tmp_path, capsy
     soft = _translate(capsys, model_dir, tmp_path, "--alignment", "soft")
     for source, line in zip(LINES, soft):
         text, groups = line.split(" ||| ")
-        weights = parse_soft(groups)
+        weights = _soft_groups(groups)
         assert sorted(weights) == list(range(len(text.split())))
         for row in weights.values():
             assert all(0 <= i < len(source.split()) for i in row)
@@ -182,7 +199,7 @@ def test_python_api_alignment(tmp_path):
     assert [t.text for t in with_links] == [t.text for t in model.translate(LINES, attention=False)]
     for source, t in zip(LINES, with_links):
         assert t.source == source and t.pieces_are_words is True
-        assert t.alignment == t.links(subwords=True) and t.words() == (source.split(), t.text.split())
+        assert t.alignment == t.links(subwords=True)
     assert model.translate(LINES[:1], attention=False)[0].alignment is None
 
 

@@ -85,6 +85,19 @@ def _show(value: Any) -> str:
     return short.repr(value)
 
 
+# The values of the keys that several places offer as choices (the CLI's flags, nn/, messages):
+# written once here, as the Literal the config check reads, and as a tuple of those values.
+DecodePrecision = Literal["auto", "fp32", "bf16"]  # decode.precision, translate/evaluate --precision
+TrainPrecision = Literal[DecodePrecision, "fp16"]  # train.precision, train --precision (fp16: GPUs)
+DECODE_PRECISIONS: tuple[str, ...] = typing.get_args(DecodePrecision)
+TRAIN_PRECISIONS: tuple[str, ...] = typing.get_args(TrainPrecision)
+AlignmentHead = Literal["none", "past", "future", "past+refine", "future+refine"]  # model.alignment_head
+ALIGNMENT_HEADS: tuple[str, ...] = typing.get_args(AlignmentHead)
+QUANTIZE = ("none", "int8")  # --quantize: none, or int8 decoding (engine/accel/quantize.py)
+Links = Literal["attention", "head", "saliency", "mean"]  # decode.links: where word links are read from
+LINKS: tuple[str, ...] = typing.get_args(Links)
+
+
 @dataclass
 class DataConfig:
     # Line-aligned parallel files (plain or .gz), or one TSV with source<TAB>target.
@@ -130,7 +143,7 @@ class ModelConfig:
     # gives the links (nn/alignment_head.py): none, or its query is the first decoder state that has
     # read y_i (past) or that state and a backward GRU over the target words after y_i (future);
     # +refine: its scores refined by a convolution over the pair's whole score matrix
-    alignment_head: Literal["none", "past", "future", "past+refine", "future+refine"] = "none"
+    alignment_head: AlignmentHead = "none"
     init_state: Literal["backward_first", "mean"] = "backward_first"  # s_0 from ←h_1 or mean h_j
     dropout_emb: float = 0.0  # on source and target embeddings
     dropout_hidden: float = 0.0  # on annotations h_j (and the RNNencdec context)
@@ -189,7 +202,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     # autocast (bf16 also on CPUs); softmaxes stay fp32; fp16 adds a scaler; auto: bf16 where it
     # measures faster on this machine, else fp32 (engine/precision.py)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: TrainPrecision = "auto"
     # torch.compile the decoder's time step (attention + GRU cell); see docs/benchmarks.md
     compile: bool = False
     threads: int = 0  # torch CPU threads; 0: OMP_NUM_THREADS if set, else one a free core
@@ -202,7 +215,6 @@ class TrainConfig:
 
 
 MAX_BEAM = 256
-LINKS = ("attention", "head", "saliency", "mean")  # where decode.links reads word links from
 
 
 @dataclass
@@ -221,12 +233,12 @@ class DecodeConfig:
     max_source_len: int = 200  # longer inputs are translated in consecutive pieces of this many tokens
     # bf16: matrix products in bf16 (autocast), log-softmax in fp32; auto: bf16 where it
     # measures faster on this machine, else fp32 (engine/precision.py)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: DecodePrecision = "auto"
     # the rows word links (alignment, html tags, replace-unk) are read from: the attention, the
     # alignment head (model.alignment_head), gradient x input saliency, or the mean of saliency and
     # the attention (the head's where the model has one); None: the head where the model has one,
     # else the attention (engine/decode/translator.py)
-    links: Optional[Literal["attention", "head", "saliency", "mean"]] = None
+    links: Optional[Links] = None
     # searches running at once on a CPU, each a thread with one core's worth of products and its
     # share of the batches, the model shared (Marian's --cpu-threads); 0: one per intra-op thread
     # (torch.get_num_threads()); on a GPU always 1 (engine/decode/translator.py)
@@ -256,6 +268,10 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     preset: Optional[str] = None
     model_dir: str = "runs/model"
+    # true: the paper's plain code only (nn/), every speed path of engine/accel/ off (the fused and
+    # stacked encoder loops, tanh as a sigmoid, the in-flight batched search, int8, shortlists,
+    # CUDA graphs, train.compile); the same translations, slower (--plain)
+    plain: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -367,7 +383,7 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
 # Before model.alignment_head took one of its five values it was three booleans: these two, and
 # alignment_head itself true or false. Saved model directories still hold them (upgrade_saved).
 _OLD_HEAD_KEYS = ("alignment_head_future", "alignment_head_refine")
-_HEAD_VALUES = "none | past | future | past+refine | future+refine"
+_HEAD_VALUES = " | ".join(ALIGNMENT_HEADS)
 
 
 def upgrade_saved(raw: Any) -> Any:
@@ -430,6 +446,7 @@ def _validate(cfg: Config, source: str) -> None:
             raise ConfigError(f"{source}: {key}: {why}")
 
     m, t, v, d = cfg.model, cfg.train, cfg.vocab, cfg.decode
+    need(not (cfg.plain and t.compile), "train.compile", "is a speed path, and plain: true turns them off")
     for key in ("emb", "hidden", "align", "maxout"):
         need(getattr(m, key) > 0, f"model.{key}", "must be a positive integer")
     for key in ("dropout_emb", "dropout_hidden", "dropout_readout", "dropout_state", "dropout_dec_state",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from rnnsearch.config import LINKS, ConfigError
+from rnnsearch.config import LINKS, QUANTIZE, ConfigError
 from rnnsearch.io import DataError, EmptyFileError, read_lines
 
 
@@ -35,16 +35,19 @@ def add_batching(p) -> None:
 
 
 def add_quantize(p) -> None:
-    """--quantize, --cuda-graphs, --shortlist: decoding options of translate, evaluate and serve."""
-    p.add_argument("--quantize", choices=["none", "int8"], default="none",
+    """--quantize, --cuda-graphs, --shortlist, --plain: the speed paths of translate, evaluate and serve."""
+    p.add_argument("--quantize", choices=QUANTIZE, default="none",
                    help="int8: the decoder's matrix products in int8, quantised at load (CPU only; the "
                    "model directory is unchanged; docs/benchmarks.md has its speed and BLEU)")
     p.add_argument("--cuda-graphs", action="store_true",
                    help="replay each decoding step from a CUDA graph: one launch a step instead of dozens "
-                   "(GPUs only; engine/decode/graphs.py)")
+                   "(GPUs only; engine/accel/graphs.py)")
     p.add_argument("--shortlist", metavar="PATH|auto",
-                   help="the output layer over a lexical shortlist (engine/decode/shortlist.py): a file of "
+                   help="the output layer over a lexical shortlist (engine/accel/shortlist.py): a file of "
                    "`rnnsearch shortlist build`, or auto (<model>/shortlist.npz, built when absent)")
+    p.add_argument("--plain", action="store_true",
+                   help="the paper's plain code only (nn/): every speed path of engine/accel/ off, one "
+                   "sentence searched at a time; the same translations, slower")
 
 
 def ascii_attention(tr) -> str:

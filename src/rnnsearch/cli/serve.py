@@ -59,4 +59,4 @@ def cmd_serve(args) -> None:
                     char_quota=args.char_quota, metrics=args.metrics, metrics_token=args.metrics_token)
     serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
           lang=args.lang, quantize=args.quantize, cuda_graphs=args.cuda_graphs, shortlist=args.shortlist,
-          access=access, drain_timeout=args.drain_timeout)
+          access=access, drain_timeout=args.drain_timeout, plain=args.plain)

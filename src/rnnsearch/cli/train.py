@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from rnnsearch.cli.common import ascii_attention
-from rnnsearch.config import ConfigError, load_config
+from rnnsearch.config import TRAIN_PRECISIONS, ConfigError, load_config
 from rnnsearch.io import MissingFileError
 
 log = logging.getLogger("rnnsearch")
@@ -20,7 +20,7 @@ def add_train(sub) -> None:
                    help="override, e.g. --set model.hidden=256")
     p.add_argument("--model-dir", help="output directory (overrides model_dir)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
+    p.add_argument("--precision", choices=list(TRAIN_PRECISIONS),
                    help="mixed precision (autocast): GPUs, and bf16 on CPUs with AVX512-BF16/AMX; auto (the "
                         "default for new configs): bf16 only where it measures faster here")
     p.set_defaults(func=cmd_train)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from rnnsearch.cli.common import add_batching, add_links, add_quantize, flag, links_of, read_input
-from rnnsearch.config import ConfigError
+from rnnsearch.config import DECODE_PRECISIONS, ConfigError
 from rnnsearch.engine.align.links import format_pharaoh, format_soft, hard_links, read_lexicon
 from rnnsearch.io import DataError, atomic_write_text, check_aligned, read_aligned, read_lines
 
@@ -49,7 +49,7 @@ def add_translate(sub) -> None:
                    "each tag pair is put around the target words aligned to the words it enclosed, "
                    "the output always well-formed (engine/decode/markup.py)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+    p.add_argument("--precision", choices=list(DECODE_PRECISIONS),
                    help="bf16 matrix products; auto: bf16 only where it measures faster here (default: "
                    "decode.precision)")
     add_quantize(p)
@@ -66,7 +66,7 @@ def cmd_translate(args) -> None:
     lexicon = read_lexicon(args.lexicon) if args.lexicon else None
     links = links_of(args, "translate")
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
-                     shortlist=args.shortlist)
+                     shortlist=args.shortlist, plain=args.plain)
     options = model.options(name=flag, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
                             workers=args.workers, precision=args.precision, links=links)
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
@@ -77,9 +77,8 @@ def cmd_translate(args) -> None:
     lines = read_input(args.input)
     if args.format == "html":
         return write_output(args.output, translate_html(model, lines, args, lexicon, options))
-    results = model.translate(lines, options, attention=bool(args.attention or linked))
+    nbests = model.translate_n_best(lines, options, attention=bool(args.attention or linked))
     n_best = options.n_best
-    nbests = results if n_best > 1 else [[t] for t in results]
     if args.replace_unk:
         nbests = [[t.replace_unk(lexicon, args.alignment_shift, model.cfg.data.lowercase) for t in nb]
                   for nb in nbests]
@@ -158,7 +157,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
     p.add_argument("--output", help="write the translations here (one --model)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+    p.add_argument("--precision", choices=list(DECODE_PRECISIONS),
                    help="bf16 matrix products while decoding (auto: where faster here)")
     add_quantize(p)
     p.set_defaults(func=cmd_evaluate)
@@ -178,7 +177,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
     keep = None
     for model_dir in args.model or []:
         model = load(model_dir, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
-                     shortlist=args.shortlist)
+                     shortlist=args.shortlist, plain=args.plain)
         tokenize = tokenize or model.cfg.data.bleu_tokenize
         if args.no_unk and keep is None:
             keep = no_unk_subset(src, ref, model.source_ids, model.target_ids)
@@ -191,7 +190,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
         seconds = time.time() - start
         hyp = [t.text for t in translations]
         entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": options.beam,
-                 "precision": model.resolve_precision(options.precision), "quantize": args.quantize,
+                 "precision": model.precision.resolve(options.precision), "quantize": args.quantize,
                  "shortlist": args.shortlist, "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}
         if model.cfg.vocab.kind == "word" and not args.no_unk:  # the No-UNK score beside the full one
@@ -241,7 +240,7 @@ def cmd_evaluate(args) -> None:
 
 def add_shortlist(sub) -> None:
     p = sub.add_parser("shortlist", help="build a lexical shortlist: faster decoding "
-                       "(engine/decode/shortlist.py)")
+                       "(engine/accel/shortlist.py)")
     p.add_argument("action", choices=["build"])
     p.add_argument("--model", required=True, help="the model directory (its training data is counted)")
     p.add_argument("--out", help="output file (default MODEL/shortlist.npz, which --shortlist auto reads)")
@@ -253,7 +252,7 @@ def add_shortlist(sub) -> None:
 
 
 def cmd_shortlist(args) -> None:
-    from rnnsearch.engine.decode.shortlist import FILE_NAME, build_shortlist
+    from rnnsearch.engine.accel.shortlist import FILE_NAME, build_shortlist
 
     if args.frequent < 0 or args.per_source < 0:
         raise ConfigError("shortlist: --frequent and --per-source must be >= 0")

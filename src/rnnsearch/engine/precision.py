@@ -15,12 +15,14 @@ import functools
 import json
 import logging
 import platform
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import torch
 
-from rnnsearch.config import Config
+from rnnsearch.config import Config, decode_options
 from rnnsearch.io import atomic_write_text, default_cache
 
 log = logging.getLogger("rnnsearch")
@@ -105,3 +107,39 @@ def choose(kind: str, device: torch.device, size: str, timer: Callable[[str], fl
     except OSError as e:  # a read-only home: measure again next time
         log.warning("precision auto: could not cache the choice in %s (%s)", path, e)
     return choice
+
+
+class PrecisionProbe:
+    """decode.precision for one loaded model: fp32 or bf16, with "auto" measured (:func:`choose`)
+    the first time it is asked and kept. `decode(sources)` decodes lists of source piece ids as
+    the model's decoding does (Translator's); `vocab` is (source, target) vocabulary sizes;
+    `quantized` "int8" (products swapped for int8 ones) is always fp32."""
+
+    def __init__(self, cfg: Config, device: torch.device, vocab: tuple[int, int],
+                 decode: Callable[[list[list[int]]], object], quantized: str = "none"):
+        self.cfg, self.device, self.vocab, self.decode, self.quantized = cfg, device, vocab, decode, quantized
+        self.auto: Optional[str] = None  # what "auto" chose, once
+
+    def resolve(self, precision: Optional[str] = None) -> str:
+        """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
+        faster here, once."""
+        precision = decode_options(self.cfg.decode, {"precision": precision}).precision
+        if self.quantized != "none":  # int8 products; what is left (softmaxes, gates) stays fp32
+            return "fp32"
+        if precision != "auto":
+            return precision
+        if self.auto is None:
+            size = model_size(self.cfg, *self.vocab, f"beam {self.cfg.decode.beam}")
+            self.auto = choose("decode", self.device, size, self.probe)
+        return self.auto
+
+    def probe(self, precision: str) -> float:
+        """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""
+        g = torch.Generator().manual_seed(0)
+        pieces = torch.randint(4, self.vocab[0], (32, 16), generator=g).tolist()
+        start = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            self.decode(pieces)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start

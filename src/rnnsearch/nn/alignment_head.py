@@ -37,10 +37,11 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from rnnsearch.config import ALIGNMENT_HEADS
 from rnnsearch.nn.attention import Attention, at_least_fp32, masked_softmax
 from rnnsearch.nn.gru import GRU
 
-KINDS = ("none", "past", "future", "past+refine", "future+refine")  # model.alignment_head's values
+KINDS = ALIGNMENT_HEADS  # model.alignment_head's values
 
 
 class ScoreRefiner(nn.Module):

@@ -69,21 +69,10 @@ class Attention(nn.Module):
         return self.U_a(annotations) if self.score == "additive" else self.W_k(annotations)
 
     def additive(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """v_aᵀ tanh(z) over z's last dimension, z = W_a s_{i-1} + (U_a h_j + b_a): `query` and
-        `keys` broadcast against each other (one state against a sentence's keys, or several).
-
-        Decoding on a CPU takes it as 2 v_aᵀ σ(2z) − Σ_k v_ak, the same function (tanh x =
-        2σ(2x) − 1): PyTorch's vectorised tanh ran about 2× slower than its sigmoid on an AVX2
-        CPU, and this tanh, over every (hypothesis, source word, unit), was a tenth of a beam-5
-        decoding step there (docs/benchmarks.md, "tanh as a sigmoid"). 2z is formed in the one
-        pass that adds query and keys, and σ is taken in place: z is the largest tensor of a
-        decoding step. Where gradients are wanted (training) tanh stays: its backward is one
-        kernel, and the sigmoid form measured 8% slower per training step at two threads. On a
-        GPU tanh is one fused kernel."""
-        if query.device.type != "cpu" or query.requires_grad or keys.requires_grad:
-            return self.v_a(torch.tanh(query + keys)).squeeze(-1)
-        z2 = torch.add(query * 2, keys, alpha=2)
-        return self.v_a(torch.sigmoid_(z2)).squeeze(-1).mul(2).sub(self.v_a.weight.sum())
+        """v_aᵀ tanh(W_a s_{i-1} + U_a h_j + b_a) over the last dimension: `query` (W_a s_{i-1}) and
+        `keys` (U_a h_j + b_a) broadcast against each other (one state against a sentence's keys,
+        or several). Speed: engine/accel/ takes tanh x = 2σ(2x) − 1 on CPUs (the same function)."""
+        return self.v_a(torch.tanh(query + keys)).squeeze(-1)
 
     def scores(self, state: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """e_ij for one decoder step: state (batch, n), keys (batch, src_len, ·) -> (batch, src_len)."""

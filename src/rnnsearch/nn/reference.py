@@ -1,9 +1,10 @@
-"""A plain-NumPy forward pass of RNNsearch and RNNencdec, written to be read.
+"""The whole method in plain NumPy, one sentence at a time: read this file first.
 
-It follows Bahdanau, Cho & Bengio (2014), Appendix A, one sentence at a time and one
-vector at a time, so each line maps onto an equation (biases, which the appendix
-omits, are added). ``tests/test_reference.py`` checks that the PyTorch model computes
-the same numbers.
+It follows Bahdanau, Cho & Bengio (2014), Appendix A and Section 3.2, one vector at a time, so
+each line maps onto an equation (biases, which the appendix omits, are added). It is the
+implementation the tests hold everything else to: the PyTorch model (nn/model.py) computes the
+same log-probabilities and attention, and the product's beam search finds the same n-best lists
+(tests/test_reference.py). Nothing here is fast; nothing here is left out.
 
 A.1.1  GRU (gate order in the stacked matrices: [r, z, h̃])
     r_i = σ(W_r x_i + U_r h_{i-1} + b_r)
@@ -19,6 +20,8 @@ A.2.2  Decoder:
     s_i  = GRU with input [E y_{i-1} ; c_i] and state s_{i-1}
     t̃_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i;  t_i,j = max(t̃_i,2j-1, t̃_i,2j)
     p(y_i | ·) = softmax(W_o t_i)
+3.1    log p(y | x) = Σ_i log p(y_i | y_<i, x), y ending with </s>: what training maximises
+3.2    beam search: the K best partial translations, extended a word at a time
 RNNencdec (Cho et al. 2014): one forward GRU, c = tanh(V h_Tx), s_0 = tanh(V' c), and
 the same decoder with the fixed c in place of every c_i.
 
@@ -32,6 +35,8 @@ Dropout is not modelled: this is the evaluation-mode forward pass.
 from __future__ import annotations
 
 import numpy as np
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3  # the ids every tokeniser reserves (model.py)
 
 
 def state_dict_to_numpy(model) -> dict[str, np.ndarray]:
@@ -154,32 +159,87 @@ def deep_output(p, s_read, ey, c):
     return log_softmax(affine(p, "W_o", t))
 
 
+def encode(p, cfg, src):
+    """What the decoder reads of one source sentence: (H, K) the annotations and their keys
+    (RNNsearch), or the fixed context c (RNNencdec), and s_0."""
+    if cfg.arch == "rnnsearch":
+        H, s0 = encode_rnnsearch(p, cfg, src)
+        return (H, keys(p, cfg, H)), s0
+    return encode_rnnencdec(p, cfg, src)
+
+
+def decoder_step(p, cfg, memory, s_prev, y_prev):
+    """One target word: log p(y_i | y_<i, x) (V), s_i and α_i (None for RNNencdec), from
+    s_{i-1} and y_{i-1}."""
+    ey = p["tgt_emb.weight"][y_prev]  # E y_{i-1}
+    if cfg.arch == "rnnsearch":
+        H, K = memory
+        c, alpha = attend(p, cfg, s_prev, H, K)  # from s_{i-1}
+    else:
+        c, alpha = memory, None  # RNNencdec: the same c at every step
+    # W [E y_{i-1}; c_i] + b, with W split into decoder.W (on E y) and C (on c).
+    wx = affine(p, "decoder.W", ey) + p["C.weight"] @ c
+    s = gru_step(p, "decoder", wx, s_prev, cfg.gru)
+    # Appendix A reads out s_{i-1}; readout "new" reads out s_i instead.
+    s_read = s_prev if cfg.readout == "prev" else s
+    return deep_output(p, s_read, ey, c), s, alpha
+
+
 def forward_sentence(p, cfg, src, tgt_in):
     """Teacher-forced decoding of one sentence: src holds its real words only, and
     tgt_in = <s> y_1 .. y_{T-1} (padding there too gets a distribution, as in the model).
 
     Returns log-probs (T, V) and attention (T, Tx), or None for RNNencdec.
     """
-    search = cfg.arch == "rnnsearch"
-    if search:
-        H, s = encode_rnnsearch(p, cfg, src)
-        K = keys(p, cfg, H)
-    else:
-        c, s = encode_rnnencdec(p, cfg, src)
+    memory, s = encode(p, cfg, src)
     log_probs, alphas = [], []
     for y_prev in tgt_in:
-        ey = p["tgt_emb.weight"][y_prev]  # E y_{i-1}
-        if search:
-            c, alpha = attend(p, cfg, s, H, K)  # from s_{i-1}
-            alphas.append(alpha)
-        # W [E y_{i-1}; c_i] + b, with W split into decoder.W (on E y) and C (on c).
-        wx = affine(p, "decoder.W", ey) + p["C.weight"] @ c
-        s_new = gru_step(p, "decoder", wx, s, cfg.gru)
-        # Appendix A reads out s_{i-1}; readout "new" reads out s_i instead.
-        s_read = s if cfg.readout == "prev" else s_new
-        log_probs.append(deep_output(p, s_read, ey, c))
-        s = s_new
-    return np.stack(log_probs), (np.stack(alphas) if search else None)
+        lp, s, alpha = decoder_step(p, cfg, memory, s, y_prev)
+        log_probs.append(lp)
+        alphas.append(alpha)
+    return np.stack(log_probs), (np.stack(alphas) if cfg.arch == "rnnsearch" else None)
+
+
+def log_likelihood(p, cfg, src, tgt):
+    """log p(y | x) of the target words `tgt` (without <s> and </s>) given the source words `src`:
+    the sum over i of log p(y_i | y_<i, x), </s> included (Section 3.1)."""
+    y = list(tgt) + [EOS]
+    lp, _ = forward_sentence(p, cfg, src, [BOS] + list(tgt))
+    return float(sum(lp[i, w] for i, w in enumerate(y)))
+
+
+# -- 3.2 beam search -----------------------------------------------------------------
+
+def beam_search(p, cfg, src, K=5, alpha=1.0, max_len_ratio=2.0, n_best=1, early_stop=None):
+    """The `n_best` translations of one source sentence, best first, as (words, score, log p):
+    words without <s> and </s>, score = log p(y | x) / |y|**alpha (|y| counting </s>).
+
+    The beam keeps the K best hypotheses. Each step, every hypothesis still growing proposes its K
+    most probable next words (<s> and <pad> never; only </s> at the length limit, ratio * |x| + 10
+    words); one that has ended with </s> stays as it is. All compete by score, the K best go on.
+    The search ends when the whole beam has ended, or with `early_stop` when its n_best best have
+    (the default: early only with alpha = 0, where a growing hypothesis cannot overtake)."""
+    early_stop = alpha == 0 if early_stop is None else early_stop
+    memory, s0 = encode(p, cfg, src)
+    limit = int(np.float32(len(src)) * np.float32(max_len_ratio)) + 10  # words before </s> is forced
+    score = lambda words, lp: lp / max(1, len(words)) ** alpha if alpha else lp  # noqa: E731
+    beam = [([], 0.0, s0)]  # (words so far, log p, decoder state)
+    while True:
+        candidates = []
+        for words, lp, s in beam:
+            if words and words[-1] == EOS:  # ended: competes as it is
+                candidates.append((words, lp, s))
+                continue
+            log_p, s_new, _ = decoder_step(p, cfg, memory, s, words[-1] if words else BOS)
+            log_p[[BOS, PAD]] = -np.inf  # never generated
+            best = [EOS] if len(words) >= limit else np.argsort(-log_p, kind="stable")[:K]
+            candidates += [(words + [int(w)], lp + log_p[w], s_new) for w in best if log_p[w] > -np.inf]
+        candidates.sort(key=lambda c: -score(c[0], c[1]))  # stable: ties keep their order
+        beam = candidates[:K]
+        if all(words[-1] == EOS for words, _, _ in (beam[:n_best] if early_stop else beam)):
+            break
+    ended = [(words[:-1], score(words, lp), lp) for words, lp, _ in beam if words[-1] == EOS]
+    return ended[:n_best]
 
 
 def forward(params, cfg, src, src_mask, tgt_in):

@@ -67,13 +67,13 @@ def _served(translators: list[tuple[str | None, Any]], limits: Limits, beam: int
                         "and DeepL APIs", model_dir)
             source, target = "src", "tgt"
         decode = translator.options(beam=beam)
-        if decode.beam > limits.max_beam:
-            raise ConfigError(f"beam: must be from 1 to {limits.max_beam} (the server's max_beam), "
-                              f"got {decode.beam}")
+        too_wide = limits.beam_problem(decode.beam)
+        if too_wide:
+            raise ConfigError(f"{too_wide} (the server's max_beam), got {decode.beam}")
         info = dict(model_info(translator, decode, limits), source=source, target=target,
                     memory_bytes=weight_bytes(translator))
         out.append(Served(name or f"{source}-{target}", source, target, translator,
-                          Batcher(translator.translate, limits), decode, info))
+                          Batcher(translator.translate_n_best, limits), decode, info))
     return out
 
 
@@ -172,7 +172,7 @@ def drain_and_exit(door: Frontdoor, timeout: float):
 def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
           device: str = "auto", limits: Limits | None = None, lang: str = "en", quantize: str = "none",
           cuda_graphs: bool = False, shortlist: str | None = None, access: Access | None = None,
-          drain_timeout: float = 30.0) -> None:
+          drain_timeout: float = 30.0, plain: bool = False) -> None:
     """Load every `--model [SRC-TGT=]DIR` and serve them until SIGTERM (drained) or SIGINT."""
     try:
         import uvicorn
@@ -185,7 +185,7 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, bea
     for spec in model_specs:
         name, path = parse_model_spec(spec)
         translators.append((name, load(path, device=device, quantize=quantize, cuda_graphs=cuda_graphs,
-                                       shortlist=shortlist)))
+                                       shortlist=shortlist, plain=plain)))
     door = create_app(translators, limits, beam, lang, access)
     names = ", ".join(name or str(t.model_dir) for name, t in translators)
     log.info("serving %s on http://%s:%d/ (explorer at /; native, LibreTranslate and DeepL APIs); "

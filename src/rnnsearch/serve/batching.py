@@ -27,10 +27,24 @@ class Limits:
     max_sentences: int = 64  # per request
     max_chars: int = 2000  # per sentence
     max_body: int = 1 << 20  # bytes
-    max_beam: int = 32
+    max_beam: int = 32  # the widest beam decoded: a model's decode.beam, a request's beam or alternatives
     max_batch: int = 32  # sentences decoded together
     max_wait_ms: float = 5.0  # how long a request waits for others to join its batch
     max_queue: int = 512  # sentences waiting or decoding; beyond, 503
+
+    def beam_problem(self, beam: int) -> str | None:
+        """Why `beam` is past max_beam ("beam: must be from 1 to N"; the caller says whose limit and
+        the value given), or None. Every beam the server is asked to decode with is checked here."""
+        return f"beam: must be from 1 to {self.max_beam}" if beam > self.max_beam else None
+
+    @property
+    def max_alternatives(self) -> int:
+        """The most alternatives a request may ask for besides the best: the beam holds them all."""
+        return self.max_beam - 1
+
+    def beam_for(self, beam: int, n_best: int) -> int:
+        """The beam that gives `n_best` hypotheses: `beam`, widened to n_best, within max_beam."""
+        return min(max(beam, n_best), self.max_beam)
 
 
 @dataclass
@@ -75,8 +89,9 @@ class QueueFull(Exception):
 class Batcher:
     """Collects the sentences of concurrent requests into batches for one decoding thread."""
 
-    def __init__(self, translate, limits: Limits, on_batch: Callable[[int], None] | None = None):
-        self.translate, self.limits = translate, limits
+    def __init__(self, translate: Callable[..., list], limits: Limits,
+                 on_batch: Callable[[int], None] | None = None):
+        self.translate, self.limits = translate, limits  # Translator.translate_n_best: n-best lists
         self.on_batch = on_batch  # called with each decoded batch's sentence count (metrics)
         self.queue: asyncio.Queue[_Job] = asyncio.Queue()
         self.pending = 0  # sentences queued or being decoded

@@ -106,7 +106,7 @@ async def translate_texts(served: Served, texts: list[str], html: bool, alternat
     """(translation, alternatives) of each text through the model's batcher (QueueFull passes up).
     html: each text is one unit, its tags carried across (engine/decode/markup.py); else its lines are."""
     n_best = alternatives + 1
-    beam = min(max(served.decode.beam, n_best), served.batcher.limits.max_beam)
+    beam = served.batcher.limits.beam_for(served.decode.beam, n_best)
     markup = None
     if html:
         from rnnsearch.engine.decode.markup import parse

@@ -58,7 +58,7 @@ def _alternatives(fields, ctx: Context):
         n = max(0, int(fields.get("alternatives", 0) or 0))
     except (TypeError, ValueError):
         return _error(400, "Invalid request: alternatives parameter is not a number")
-    limit = ctx.limits.max_beam - 1
+    limit = ctx.limits.max_alternatives
     if n > limit:
         return _error(400, f"Invalid request: alternatives parameter must be <= {limit}")
     return n

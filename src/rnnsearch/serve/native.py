@@ -45,8 +45,9 @@ def _decoding(body: dict, served, limits: Limits):
     except ConfigError as e:  # its message opens with the option, as the field is named
         field = str(e).partition(":")[0]
         raise RequestError(422, str(e), field if field in DECODING else None) from None
-    if decode.beam > limits.max_beam:  # the server's own limit, below the option's range
-        raise RequestError(422, f"beam: must be from 1 to {limits.max_beam} here, got {decode.beam}", "beam")
+    too_wide = limits.beam_problem(decode.beam)  # the server's own limit, below the option's range
+    if too_wide:
+        raise RequestError(422, f"{too_wide} here, got {decode.beam}", "beam")
     return decode
 
 
@@ -127,10 +128,10 @@ def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
     return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model)
 
 
-def translation_json(result, query: Query, k: int = 0) -> dict:
-    """The answer for text k of the query (`result`: its Translation, or n-best list)."""
+def translation_json(result: list, query: Query, k: int = 0) -> dict:
+    """The answer for text k of the query (`result`: its n-best Translations, best first)."""
     n_best = query.decode.n_best
-    best = result[0] if n_best > 1 else result
+    best = result[0]
     text = (lambda t: t.text) if query.markup is None else (lambda t: _marked_text(t, query.markup[k]))
     out = {"text": text(best), "score": round(best.score, 6), "tokens": best.tokens}
     if n_best > 1:
@@ -139,7 +140,7 @@ def translation_json(result, query: Query, k: int = 0) -> dict:
         out["attention"] = best.attention_json()
     if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
         out["alignment"] = _links_json(best)
-        for entry, t in zip(out.get("n_best", []), result if n_best > 1 else []):
+        for entry, t in zip(out.get("n_best", []), result):
             entry["alignment"] = _links_json(t)
     return out
 

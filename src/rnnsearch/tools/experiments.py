@@ -35,7 +35,6 @@ from rnnsearch.io import DataError, atomic_write_text, read_lines
 log = logging.getLogger("rnnsearch")
 
 NAMES = ("length-curve", "reverse", "scores")
-CORPORA = ("synthetic", "europarl-it-en", "multi30k-de-en")
 SIZE = {"emb": 128, "hidden": 128, "align": 128, "maxout": 128}
 
 
@@ -260,36 +259,23 @@ def write_results(results: dict, out: Path) -> None:
                          budget=budget_text(results))
 
 
-def run_experiment(name: str, corpus: str = "synthetic", minutes: float = 3.0,
-                   out_dir: str | Path | None = None, data_root: str | Path = "data",
-                   train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
-                   test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
-                   steps: int = 0, jobs: int = 1, train: bool = True, only: Sequence[str] = ()) -> dict:
-    """``rnnsearch experiment NAME``: train the models the experiment needs (reusing finished ones
-    in `out_dir`), evaluate them on the test set and by source length, and write results.json,
-    results.md, by_length.png and training_curves.png into ``out_dir/NAME``. Returns the results.
-    `overrides` (``model.hidden=512``, ``train.device=cuda``) apply to every model; what sets the
-    experiment's systems apart (architecture, score, length limit, reversal) cannot be overridden.
-    Models of other settings get other pool directories, so sizes never mix. `steps` > 0 gives
-    every model that many training steps instead of `minutes` of wall clock. `jobs` > 1 trains
-    that many models at once, each in a process of its own (see :func:`run_experiments`).
-    `train` False scores only the models already trained, and `only` trains just the systems it
-    names (see :func:`run_experiments`).
-    """
-    return run_experiments([name], corpus, minutes, out_dir, data_root, train_sentences, seed, buckets,
-                           test_sentences, max_clauses, overrides, steps, jobs, train, only)[0]
-
-
 def run_experiments(names: Sequence[str], corpus: str = "synthetic", minutes: float = 3.0,
                     out_dir: str | Path | None = None, data_root: str | Path = "data",
                     train_sentences: int = 30000, seed: int = 1, buckets=(10, 20, 30, 40, 50, 60),
                     test_sentences: int = 1000, max_clauses: int = 5, overrides: Sequence[str] = (),
                     steps: int = 0, jobs: int = 1, train: bool = True,
                     only: Sequence[str] = ()) -> list[dict]:
-    """Several experiments on one corpus (:func:`run_experiment`'s arguments): the models they
-    need, shared ones once, are trained first — `jobs` at a time, each a process with
-    ``train.threads`` threads (default: the cores shared out among the jobs) — then each
-    experiment is scored and written. Returns the results of each, in order.
+    """``rnnsearch experiment NAME ...``: experiments `names` (of NAMES) on one corpus, each
+    scored and written into ``out_dir/NAME``; returns the results of each, in order.
+
+    The models they need, shared ones once, are trained first (finished ones in `out_dir` reused)
+    — `jobs` at a time, each a process with ``train.threads`` threads (default: the cores shared
+    out among the jobs) — then each experiment is evaluated on the test set and by source length
+    into results.json, results.md, by_length.png and training_curves.png. `overrides`
+    (``model.hidden=512``, ``train.device=cuda``) apply to every model; what sets an experiment's
+    systems apart (architecture, score, length limit, reversal) cannot be overridden. Models of
+    other settings get other pool directories, so sizes never mix. `steps` > 0 gives every model
+    that many training steps instead of `minutes` of wall clock.
 
     With `train` False nothing is trained: the systems whose models have finished (a long run
     may still be training the others, in this `out_dir` or another process) are scored and

@@ -77,7 +77,7 @@ def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: in
             enc = Encoded(None, None, c, mask, torch.tanh(model.V_s(c)))
         s, y, out = enc.state, torch.tensor([2]), []
         for i in range(steps):
-            c, _ = model.attend(enc, s)
+            c, _ = model.context(enc, s)
             out.append(c[0])
             _, s, _ = model.step(enc, s, y)
             y = torch.tensor([INPUT[min(i, len(INPUT) - 1)]])

@@ -95,12 +95,6 @@ def plot_attention(weights: Sequence[Sequence[float]], source: Sequence[str], ta
     return _save(fig, path)
 
 
-def has_cjk_font() -> bool:
-    return cjk_font()[0][0] != "DejaVu Sans"
-
-
-
-
 def plot_length_curves(curves: dict[str, list[dict]], path: str | Path,
                        title: str = "BLEU by source sentence length") -> Path:
     """One line per system: BLEU of each length bucket (paper Figure 2). Buckets as from

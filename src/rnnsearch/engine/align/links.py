@@ -232,7 +232,7 @@ def word_attention(translator, sources: Sequence[str], targets: Sequence[str],
     words: one row per target word and a last one for </s>, one column per source word.
     `where` names the file the sources came from, for errors. `links` (as decode.links): "head",
     the alignment head's rows (model.alignment_head) instead of the attention; "saliency",
-    gradient × input saliency rows (Translator._saliency); "mean", the mean of those and the
+    gradient × input saliency rows (saliency.py); "mean", the mean of those and the
     attention's (the head's where the model has one); None: the head where the model has one."""
     from rnnsearch.io import DataError
 
@@ -433,24 +433,12 @@ def hard_links(rows: Sequence[Sequence[float]]) -> list[tuple[int, int]]:
 def format_soft(rows: Sequence[Sequence[float]], digits: int = 3) -> str:
     """Soft links as text: ``j:i=w,i=w ...``, one group per target unit j (every j, in order),
     its source units i with the weight w rounded to `digits` decimals, those rounding to zero
-    left out. ``"0:0=0.912,1=0.081 1:2=0.995"``; :func:`parse_soft` reads it back."""
+    left out. ``"0:0=0.912,1=0.081 1:2=0.995"``."""
     groups = []
     for j, row in enumerate(rows):
         cells = ",".join(f"{i}={w:.{digits}f}" for i, w in enumerate(row) if round(w, digits) > 0)
         groups.append(f"{j}:{cells}")
     return " ".join(groups)
-
-
-def parse_soft(text: str) -> dict[int, dict[int, float]]:
-    """:func:`format_soft`'s text back as {target unit: {source unit: weight}}."""
-    out: dict[int, dict[int, float]] = {}
-    for group in text.split():
-        j, _, cells = group.partition(":")
-        try:
-            out[int(j)] = {int(i): float(w) for i, w in (c.split("=") for c in cells.split(",") if c)}
-        except ValueError:
-            raise ValueError(f"bad soft-alignment group {group!r} (expected j:i=w,i=w)") from None
-    return out
 
 
 def read_lexicon(path) -> dict[str, str]:

@@ -501,21 +501,15 @@ def install(tmp: Path, final: Path) -> None:
     _fsync_dir(final.parent)
 
 
-def prepare_split(files: ParallelFiles, src_tok: Any, tgt_tok: Any, cache_dir: str | Path, *, max_len: int,
-                  lowercase: bool = False, reverse_source: bool = False, name: str = "train",
-                  workers: Optional[int] = None, chunk_pairs: int = CHUNK_PAIRS) -> PreparedData:
-    """Encode `files` as ParallelData.encode does into `cache_dir/<name>-<fingerprint>`, in
-    `workers` processes (default: every core this process may use); the same bytes for any
-    worker count. Raises read_parallel's DataError for bad input and encode's when no pair is left."""
-    job, meta = _plan(files, src_tok, tgt_tok, max_len, lowercase, reverse_source, name)
-    return _build(job, meta, Path(cache_dir), _workers(workers), chunk_pairs)
-
-
 def prepare_or_load(files: ParallelFiles, src_tok: Any, tgt_tok: Any, cache_dir: str | Path, *, max_len: int,
                     lowercase: bool = False, reverse_source: bool = False, name: str = "train",
                     workers: Optional[int] = None, chunk_pairs: int = CHUNK_PAIRS) -> PreparedData:
     """The prepared split for these inputs and settings: reused when `cache_dir` has it (the
-    inputs are hashed to know), else built by prepare_split. A damaged one is refused, not rebuilt."""
+    inputs are hashed to know), else built. A damaged one is refused, not rebuilt.
+
+    Built into `cache_dir/<name>-<fingerprint>`, encoded as ParallelData.encode does, in
+    `workers` processes (default: every core this process may use; the same bytes for any worker
+    count). Raises read_parallel's DataError for bad input and encode's when no pair is left."""
     job, meta = _plan(files, src_tok, tgt_tok, max_len, lowercase, reverse_source, name)
     path = Path(cache_dir) / _dir_name(name, meta["fingerprint"])
     if not path.exists():

@@ -8,7 +8,7 @@ A line such as ``the <b>red</b> house`` goes through three steps:
    ``text.split()``, target word j of ``translation.split()``, both 0-based (engine/align/links.py).
 3. `transfer` puts each tag back around the target words aligned to its source words.
 
-`translate_markup` drives the three over lines; `tag_accuracy` scores step 3 against gold links.
+`translate_markup` drives the three over lines; `placed_spans` is step 3's spans alone.
 
 Reading markup (`parse`)
     Markup is start tags ``<name ...>``, end tags ``</name ...>`` and comments ``<!--...-->``,
@@ -70,7 +70,6 @@ Placing tags (`transfer`)
 from __future__ import annotations
 
 import html
-import math
 import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -403,20 +402,3 @@ def translate_markup(lines: Sequence[str], translate_fn: TranslateFn) -> list[st
         raise ValueError(f"translate_fn gave {len(done)} translations for {len(todo)} sentences")
     results = iter(done)
     return [transfer(m, *next(results)) if m.text else transfer(m, "", ()) for m in marked]
-
-
-def tag_accuracy(sources: Sequence[str], gold: Sequence[Iterable[Link]], references: Sequence[str],
-                 predicted: Sequence[Iterable[Link]]) -> dict:
-    """Share of tags placed exactly where the gold links would place them, over a corpus.
-
-    `sources` are lines of markup, `references` their plain translations, `gold` and `predicted`
-    word links (source, target) between the two. A tag counts when its span of reference words
-    from `predicted` equals the span from `gold` (`placed_spans`), points included.
-    """
-    exact = total = 0
-    for markup, g, reference, p in zip(sources, gold, references, predicted, strict=True):
-        marked, n = parse(markup), len(reference.split())
-        want, got = placed_spans(marked, n, g), placed_spans(marked, n, p)
-        total += len(want)
-        exact += sum(a == b for a, b in zip(want, got))
-    return {"accuracy": exact / total if total else math.nan, "tags": total, "exact": exact}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +19,9 @@ from typing import Any, Optional
 import torch
 
 from rnnsearch.config import ConfigError, DecodeConfig, decode_options
+from rnnsearch.engine.accel.graphs import GraphedStep
+from rnnsearch.engine.accel.inflight import search_stream
+from rnnsearch.engine.accel.speedup import speed_up
 from rnnsearch.engine.align.links import (
     DEFAULT_SHIFT,
     hard_links,
@@ -27,14 +29,14 @@ from rnnsearch.engine.align.links import (
     unknown_target_words,
 )
 from rnnsearch.engine.align.links import replace_unk as _replace_unk
+from rnnsearch.engine.align.saliency import saliency_rows
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
-from rnnsearch.engine.decode.graphs import GraphedStep
 from rnnsearch.engine.distributed import resolve_device
-from rnnsearch.engine.precision import choose, model_size
+from rnnsearch.engine.precision import PrecisionProbe
 from rnnsearch.io import MissingFileError
-from rnnsearch.nn.search import SearchOptions, search_stream
+from rnnsearch.nn.search import SearchOptions, search_sentence
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Translation:
     source: str = ""  # the source line as given to translate()
     pieces_are_words: Optional[bool] = None  # a word vocabulary's; None: no piece starts with "▁"
     # the rows of decode.links other than the attention, shaped as `attention`: the alignment
-    # head's β (model.alignment_head), the saliency (Translator._saliency) or their mean; links
+    # head's β (model.alignment_head), the saliency (engine/align/saliency.py) or their mean; links
     # and alignment weights are read from them (row i already belongs to y_i: no shift)
     aligned: Optional[list[list[float]]] = None
     # the attention row that links y_i: α_{i+shift}, the model's train.guided_alignment_shift
@@ -79,13 +81,6 @@ class Translation:
         most attention, by the model's row (:attr:`shift`). None without attention."""
         return self.links()
 
-    def words(self, subwords: bool = False) -> tuple[list[str], list[str]]:
-        """The units link indices count: (``source.split()``, ``text.split()``), or with
-        `subwords` (source_tokens, tokens)."""
-        if subwords:
-            return list(self.source_tokens), list(self.tokens)
-        return self.source.split(), self.text.split()
-
     def _word_vocab(self) -> bool:
         if self.pieces_are_words is not None:
             return self.pieces_are_words
@@ -93,7 +88,8 @@ class Translation:
 
     def alignment_weights(self, subwords: bool = False,
                           shift: Optional[int] = None) -> Optional[list[list[float]]]:
-        """Soft alignment: one row per target unit (:meth:`words`), one weight per source unit.
+        """Soft alignment: one row per target unit (a word of ``text.split()``, or with `subwords`
+        a piece of `tokens`), one weight per source unit (of ``source.split()``, or `source_tokens`).
         Word level, a source word's weight is the sum over its pieces, a target word's row the
         mean of its pieces' rows. ``shift=1`` gives each unit the next unit's row (the </s> row
         for the last: alignment.attention_links); None: :attr:`shift`, the model's. The </s> row
@@ -139,24 +135,34 @@ log = logging.getLogger("rnnsearch")
 
 class Translator:
     """A loaded model with its tokenisers and decoding defaults (``cfg.decode``), complete as
-    constructed: `quantize` "int8" swaps the decoder's products (engine/decode/quantize.py), `graphs`
-    replays decoding steps (engine/decode/graphs.py), `shortlist` restricts the output layer
-    (engine/decode/shortlist.py); :func:`load` makes all three from a model directory."""
+    constructed: `quantize` "int8" swaps the decoder's products (engine/accel/quantize.py), `graphs`
+    replays decoding steps (engine/accel/graphs.py), `shortlist` restricts the output layer
+    (engine/accel/shortlist.py); :func:`load` makes all three from a model directory."""
 
     def __init__(self, cfg, model, src_tok, tgt_tok, device: torch.device, *,
                  model_dir: Optional[str | Path] = None, quantize: str = "none",
                  graphs: Optional[GraphedStep] = None, shortlist: Optional[Any] = None):
         self.cfg, self.model, self.src_tok, self.tgt_tok, self.device = cfg, model, src_tok, tgt_tok, device
-        self._auto_precision: Optional[str] = None  # what "auto" chose, once per Translator
         self.parameters = model.num_parameters()  # counted before any int8 swap (they keep their number)
         self.model_dir = None if model_dir is None else Path(model_dir)  # where load() read it from
         self.quantized = quantize  # "none", or "int8": the decoder's products swapped, here
+        if cfg.plain:  # the paper's code only: nn/search.py's search over nn/model.py as written
+            asked = [flag for flag, on in (("--quantize int8", quantize != "none"), ("--cuda-graphs", graphs),
+                                           ("--shortlist", shortlist)) if on]
+            if asked:
+                raise ConfigError(f"{', '.join(asked)}: a speed path, and plain: true (--plain) turns "
+                                  "them off")
+        else:
+            speed_up(model)  # engine/accel/: the same translations, faster
         if quantize == "int8":
-            from rnnsearch.engine.decode.quantize import quantize_int8_
+            from rnnsearch.engine.accel.quantize import quantize_int8_
 
             quantize_int8_(model)
         self.graphs = graphs  # decoding steps replayed from CUDA graphs (or their padding, eagerly)
         self.shortlist = shortlist  # the output layer over a lexical shortlist
+        # decode.precision resolved, "auto" measured once by decoding fixed sources (engine/precision.py)
+        self.precision = PrecisionProbe(cfg, device, (len(src_tok), len(tgt_tok)), self._probe_decode,
+                                        quantize)
 
     def options(self, base: Optional[DecodeConfig] = None, name=str, **overrides: Any) -> DecodeConfig:
         """The decoding options of a call: `base` (default ``cfg.decode``) with `overrides` (keys
@@ -164,9 +170,7 @@ class Translator:
         for checked against this model; a bad value is a ConfigError naming the option as
         `name` spells it (a CLI flag, an HTTP field; default: the Python keyword)."""
         options = decode_options(base or self.cfg.decode, overrides, name)
-        refusal = self.links_refusal(options.links)
-        if refusal:
-            raise ConfigError(f"{name('links')}: {refusal}")
+        self.check_links(options.links, name)
         return options
 
     def link_rows(self, links: Optional[str]) -> str:
@@ -181,40 +185,24 @@ class Translator:
         guided with (train.guided_alignment_shift); the head's and saliency's row i is y_i's."""
         return self.cfg.train.guided_alignment_shift if self.link_rows(links) == "attention" else 0
 
-    def links_refusal(self, links: Optional[str]) -> Optional[str]:
-        """Why this model cannot give the `links` rows, or None."""
+    def check_links(self, links: Optional[str], name: Callable[[str], str] = str) -> None:
+        """A ConfigError naming the option as `name` spells it (as in :meth:`options`) where this
+        model cannot give the `links` rows: the head without one, saliency through int8 products."""
         if links == "head" and self.model.align_head is None:
-            return (f"'head' reads the alignment head, and {self.model_dir or 'this model'} has none "
-                    "(model.alignment_head): choose attention, saliency or mean")
-        if links in ("saliency", "mean") and self.quantized != "none":
-            return (f"saliency takes gradients through the model; its {self.quantized} products have "
-                    "none (load it without quantization)")
-        return None
+            why = (f"'head' reads the alignment head, and {self.model_dir or 'this model'} has none "
+                   "(model.alignment_head): choose attention, saliency or mean")
+        elif links in ("saliency", "mean") and self.quantized != "none":
+            why = (f"saliency takes gradients through the model; its {self.quantized} products have "
+                   "none (load it without quantization)")
+        else:
+            return
+        raise ConfigError(f"{name('links')}: {why}")
 
-    def resolve_precision(self, precision: Optional[str] = None) -> str:
-        """fp32 or bf16: `precision`, else decode.precision; "auto" measures which decodes
-        faster here (engine/precision.py), once."""
-        precision = decode_options(self.cfg.decode, {"precision": precision}).precision
-        if self.quantized != "none":  # int8 products; what is left (softmaxes, gates) stays fp32
-            return "fp32"
-        if precision != "auto":
-            return precision
-        if self._auto_precision is None:
-            size = model_size(self.cfg, len(self.src_tok), len(self.tgt_tok), f"beam {self.cfg.decode.beam}")
-            self._auto_precision = choose("decode", self.device, size, self._probe)
-        return self._auto_precision
-
-    def _probe(self, precision: str) -> float:
-        """Seconds to decode 32 fixed 16-piece sources with the model's beam in `precision`."""
-        g = torch.Generator().manual_seed(0)
-        pieces = torch.randint(4, len(self.src_tok), (32, 16), generator=g).tolist()
+    def _probe_decode(self, pieces: list[list[int]]) -> None:
+        """Decode `pieces` as the precision probe (engine/precision.py) times it: the model's beam,
+        one hypothesis, no attention, eager either way (captures are not decoding)."""
         options = SearchOptions(dataclasses.replace(self.cfg.decode, n_best=1), with_attention=False)
-        start = time.perf_counter()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            self._decode(pieces, options, 32, graphs=False)  # eager either way: captures are not decoding
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter() - start
+        self._decode(pieces, options, len(pieces), graphs=False)
 
     def source_ids(self, text: str) -> list[int]:
         """The source pieces the model reads for `text`, in reading order: the text normalised
@@ -233,22 +221,38 @@ class Translator:
                 self.tgt_tok.pieces(self.target_ids(target)) + ["</s>"])
 
     def translate(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
-                  attention: bool = True, early_stop: Optional[bool] = None, **overrides: Any) -> list[Any]:
-        """Translate sentences; an empty sentence gives an empty translation.
+                  attention: bool = True, early_stop: Optional[bool] = None,
+                  **overrides: Any) -> list[Translation]:
+        """Translate sentences: the best translation of each; an empty sentence gives an empty one.
 
         The decoding options are `options` (default: the model's decode section) with
-        `overrides` set over them, any key of config.DecodeConfig: ``beam=5``, ``n_best``,
+        `overrides` set over them, any key of config.DecodeConfig: ``beam=5``,
         ``alpha``, ``max_len_ratio``, ``batch_size``, ``precision``, ``max_source_len``, ``links``
         (the rows links are read from: "attention", "head", "saliency" (gradient x input,
         :meth:`force`) or "mean"; default the head where the model has one). A bad value raises
-        ConfigError naming it. Returns one Translation per sentence, or (n_best > 1) a list of
-        n_best per sentence (typed ``list[Any]`` for that reason).
+        ConfigError naming it, and so does an n_best above 1: :meth:`translate_n_best` gives those.
         A source longer than ``max_source_len`` tokens is translated in consecutive
         pieces of that length and the pieces joined (its attention is then block-diagonal),
         so no input can stall the decoder and every line gets a translation. `early_stop`: see
         :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
         """
         d = self.options(options, **overrides)
+        if d.n_best != 1:
+            raise ConfigError(f"n_best: translate gives one translation a sentence, got {d.n_best} "
+                              "(translate_n_best gives the n best)")
+        return [n_best[0] for n_best in self._translate(sentences, d, attention, early_stop)]
+
+    def translate_n_best(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
+                         attention: bool = True, early_stop: Optional[bool] = None,
+                         **overrides: Any) -> list[list[Translation]]:
+        """:meth:`translate`, with each sentence's ``n_best`` best translations, best first.
+
+        The options are translate's, n_best among them; n_best 1 gives lists of one."""
+        return self._translate(sentences, self.options(options, **overrides), attention, early_stop)
+
+    def _translate(self, sentences: Iterable[str], d: DecodeConfig, attention: bool,
+                   early_stop: Optional[bool]) -> list[list[Translation]]:
+        """translate_n_best with its options `d` checked."""
         links, n_best = self.link_rows(d.links), d.n_best
         sentences = list(sentences)
         pieces: list[list[int]] = []  # reading-order token ids of every piece
@@ -258,7 +262,7 @@ class Translator:
             for start in range(0, len(ids), d.max_source_len):
                 pieces.append(ids[start:start + d.max_source_len])
                 owner.append(k)
-        precision = self.resolve_precision(d.precision)
+        precision = self.precision.resolve(d.precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size,
@@ -282,7 +286,7 @@ class Translator:
         for text, ts in zip(sentences, out):
             for t in ts:
                 t.source, t.pieces_are_words, t.shift = text, word_vocab, shift
-        return [o[0] for o in out] if n_best == 1 else out
+        return out
 
     def workers(self, workers: int = 0) -> int:
         """Searches to run at once: `workers` (decode.workers), 0 meaning one per intra-op thread;
@@ -298,6 +302,9 @@ class Translator:
         each in a thread of its own (:func:`on_cores`)."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
+        if self.cfg.plain:  # one sentence at a time, as Section 3.2 reads
+            return [search_sentence(self.model, torch.tensor(p[::-1] if rev else p, device=self.device),
+                                    options) for p in pieces]
         # Sorted by length; the searches keep `batch_size` sentences in flight between them, each
         # its `size` (fewer sentences than that: an equal part of them each), the next joining as
         # others finish, and encode each group when its first sentence is needed.
@@ -360,8 +367,8 @@ class Translator:
         source's reading order (also with reverse_source); None for RNNencdec. `links` (as
         decode.links; None: the model's default): "head", the alignment head's β rows instead
         (model.alignment_head; its </s> row is zero); "saliency", rows of gradient × input
-        saliency (:meth:`_saliency`); "mean", the mean of those and the attention's (the head's
-        where the model has one), cell by cell.
+        saliency (engine/align/saliency.py); "mean", the mean of those and the attention's (the
+        head's where the model has one), cell by cell.
         """
         pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets, strict=True)]
         return self._forced(pairs, batch_size, self.options(links=links).links)
@@ -373,10 +380,9 @@ class Translator:
         from rnnsearch.engine.data.parallel import Example, collate
 
         links = self.link_rows(links)
-        refusal = self.links_refusal(links)
-        if refusal:
-            raise ConfigError(f"links: {refusal}")
-        saliency = links in ("saliency", "mean")
+        self.check_links(links)
+        # saliency rows stand beside attention rows: RNNencdec has none (nor saliency, then)
+        saliency = links in ("saliency", "mean") and self.cfg.model.arch == "rnnsearch"
         # "mean" averages the saliency with the rows links are otherwise read from: the head's if any
         head = links == "head" or (links == "mean" and self.model.align_head is not None)
         self.model.eval()
@@ -388,7 +394,7 @@ class Translator:
         for group in iterate_sorted([examples[k].src for k in todo], batch_size):
             group = [todo[g] for g in group]
             batch = collate([examples[g] for g in group]).to(self.device)
-            attn = self._saliency(batch) if saliency else None
+            attn = saliency_rows(self.model, batch) if saliency else None
             if links != "saliency":  # the attention (or head) rows
                 _, weights, *beta = self.model(batch.src, batch.src_mask, batch.tgt_in, alignment_head=head)
                 weights = beta[0] if head else weights
@@ -402,42 +408,6 @@ class Translator:
                     w = w.flip(-1)
                 out[g] = w.tolist()
         return out
-
-    @torch.enable_grad()
-    def _saliency(self, batch) -> Optional[torch.Tensor]:
-        """Gradient × input saliency (Ding et al. 2019) of each source token for each gold
-        target token: row i, column j is |∂ log p(y_i | y_<i, x) / ∂E x_j · E x_j|, the
-        source embedding's first-order share in the prediction of y_i, normalised over the
-        sentence. Row i is the prediction of token i (like α_i, made before the decoder read
-        y_i), the last row that of </s>. Unlike attention it counts every path from x_j to
-        y_i: through α_i, but also through the annotations that earlier states read.
-        None for RNNencdec, which has no attention rows to stand beside."""
-        if self.cfg.model.arch != "rnnsearch":
-            return None
-        kept: list[torch.Tensor] = []
-
-        def keep(module, inputs, output):  # the embeddings E x_j, as a leaf the gradient reaches
-            output = output.detach().requires_grad_(True)
-            kept.append(output)
-            return output
-
-        hook = self.model.src_emb.register_forward_hook(keep)
-        try:
-            logp, _ = self.model(batch.src, batch.src_mask, batch.tgt_in)[:2]
-        finally:
-            hook.remove()
-        emb = kept[0]
-        gold = batch.tgt_out.clamp(min=0).unsqueeze(-1)
-        picked = logp.gather(-1, gold).squeeze(-1)  # (B, T): log p of each gold token
-        real = batch.tgt_out != PAD
-        rows = []
-        for i in range(picked.shape[1]):  # one backward per target position; the batch's
-            # sentences are independent, so the sum's gradient is each sentence's own
-            (grad,) = torch.autograd.grad(picked[:, i].masked_fill(~real[:, i], 0.0).sum(), emb,
-                                          retain_graph=i + 1 < picked.shape[1])
-            rows.append((grad * emb).sum(-1).abs())
-        sal = torch.stack(rows, 1).masked_fill(~batch.src_mask.unsqueeze(1), 0.0)  # (B, T, S)
-        return (sal / sal.sum(-1, keepdim=True).clamp(min=1e-30)).detach()
 
 
 def on_cores(work: Callable[[Any], list], shares: list) -> list:
@@ -465,13 +435,15 @@ def on_cores(work: Callable[[Any], list], shares: list) -> list:
 
 
 def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
-         cuda_graphs: bool = False, shortlist: Optional[str | Path] = None) -> Translator:
+         cuda_graphs: bool = False, shortlist: Optional[str | Path] = None,
+         plain: bool = False) -> Translator:
     """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
-    int8 matrix products on the CPU (engine/decode/quantize.py), the files on disk untouched;
-    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/decode/graphs.py; GPUs only;
+    int8 matrix products on the CPU (engine/accel/quantize.py), the files on disk untouched;
+    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/accel/graphs.py; GPUs only;
     not with a shortlist, whose output layer changes size); ``shortlist`` (a file or "auto")
-    restricts the output layer to a lexical shortlist (engine/decode/shortlist.py)."""
-    from rnnsearch.engine.decode.quantize import KINDS
+    restricts the output layer to a lexical shortlist (engine/accel/shortlist.py); ``plain``:
+    nn/'s plain code only."""
+    from rnnsearch.engine.accel.quantize import KINDS
 
     if quantize not in KINDS:
         raise ConfigError(f"quantize must be one of {', '.join(KINDS)}, got {quantize!r}")
@@ -483,15 +455,17 @@ def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
         raise ConfigError(f"--cuda-graphs needs a CUDA device; the model was to load on {dev}")
     model_dir = Path(model_dir)
     cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
+    if plain:
+        cfg = dataclasses.replace(cfg, plain=True)
     listed = None if shortlist is None else _shortlist(shortlist, model_dir, cfg, len(src_tok))
     return Translator(cfg, model, src_tok, tgt_tok, dev, model_dir=model_dir, quantize=quantize,
                       graphs=GraphedStep(model) if cuda_graphs else None, shortlist=listed)
 
 
 def _shortlist(source: str | Path, model_dir: Path, cfg, src_vocab: int):
-    """The lexical shortlist (engine/decode/shortlist.py) of a loaded model: a file, or "auto" for
+    """The lexical shortlist (engine/accel/shortlist.py) of a loaded model: a file, or "auto" for
     <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
-    from rnnsearch.engine.decode.shortlist import FILE_NAME, build_shortlist, load_shortlist
+    from rnnsearch.engine.accel.shortlist import FILE_NAME, build_shortlist, load_shortlist
 
     path = model_dir / FILE_NAME if str(source) == "auto" else Path(source)
     if str(source) == "auto" and not path.exists():

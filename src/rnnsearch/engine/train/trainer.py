@@ -23,6 +23,7 @@ import torch
 
 from rnnsearch.config import Config
 from rnnsearch.engine import distributed
+from rnnsearch.engine.accel.speedup import compile_time_step, speed_up
 from rnnsearch.engine.checkpoint import CheckpointError, load_train_state, save_train_state
 from rnnsearch.engine.data.pairs import corpus_files, in_memory_pairs, prepared_pairs, vocabularies
 from rnnsearch.engine.data.parallel import (
@@ -59,7 +60,7 @@ from rnnsearch.engine.train.state import (
     validation_set,
 )
 from rnnsearch.io import MissingFileError, atomic_write_text
-from rnnsearch.nn.model import Seq2Seq, build_model
+from rnnsearch.nn.model import Model, build_model
 
 log = logging.getLogger("rnnsearch")
 
@@ -96,9 +97,11 @@ class Trainer:
         self.optimizer = make_optimizer(cfg, self.trained.parameters())
         self.state = self.resumed_state() if resume else TrainState(lr=cfg.train.lr, terms=self.term_state())
         log.info("model %s: %s parameters", cfg.model.arch, f"{self.model.num_parameters():,}")
+        for model in self.models if not cfg.plain else []:  # the speed paths (engine/accel/)
+            speed_up(model)
+            if cfg.train.compile:  # the first batches compile (seconds to a minute), the rest reuse it
+                compile_time_step(model)
         if cfg.train.compile:
-            for model in self.models:  # the first batches compile (seconds to a minute), the rest reuse it
-                model.compile_step()
             log.info("decoder time step compiled with torch.compile")
         self.net = self.data_parallel()
         self.metrics = MetricsLog(self.model_dir, cfg.train.tensorboard, enabled=self.ctx.main)
@@ -416,7 +419,7 @@ class Trainer:
             self.valid = validation_set(self.cfg, self.src_tok, self.tgt_tok)
             self.model = build_model(self.cfg.model, len(self.src_tok), len(self.tgt_tok)).to(self.device)
             self.trained: torch.nn.Module = self.model  # what the optimizer updates (a term may widen it)
-            self.models: list[Seq2Seq] = [self.model]  # the models the run trains, each saved in
+            self.models: list[Model] = [self.model]  # the models the run trains, each saved in
             self.model_dirs = [self.model_dir]  # its own directory
             for term in self.terms:
                 term.setup(self)

@@ -9,10 +9,11 @@ per bucket, captured the first time it is needed. Padded source positions are ma
 a real row's numbers are the unpadded step's; padded rows are computed and dropped.
 
     step = GraphedStep(model)                 # capture on CUDA; elsewhere the same padding, eager
-    log_p, s_i, alpha = step(enc, s_prev, y_prev, rows)   # as model.step
+    log_p, s_i, alpha = step(enc, s_prev, y_prev, rows)   # as speedup.py's step
 
-``decode.cuda_graphs`` (``--cuda-graphs``) decodes with it. ``capture=False`` runs the padded
-step without graphs on any device: what the tests hold equal to ``model.step`` on a CPU.
+``--cuda-graphs`` (translate, evaluate, serve; ``load(cuda_graphs=True)``) decodes with it.
+``capture=False`` runs the padded step without graphs on any device: what the tests hold equal to
+speedup.py's ``step`` on a CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from rnnsearch.engine.accel import speedup as fast
 from rnnsearch.nn.model import PAD, Encoded
 
 WIDTH_STEP = 16  # source positions are padded to a multiple of this
@@ -52,7 +54,7 @@ class _Graph:
 
 
 class GraphedStep:
-    """``model.step`` replayed from CUDA graphs (see the module docstring)."""
+    """speedup.py's ``step`` replayed from CUDA graphs (see the module docstring)."""
 
     def __init__(self, model, capture: Optional[bool] = None):
         self.model = model
@@ -84,7 +86,7 @@ class GraphedStep:
             g.graph.replay()
             log_p, s_new, alpha = g.out
         else:
-            log_p, s_new, alpha = self.model.step(g.enc, g.state, g.y)
+            log_p, s_new, alpha = fast.step(self.model, g.enc, g.state, g.y)
         log_p, s_new = log_p[:n], s_new[:n]
         if alpha is not None:
             alpha = alpha[:n, :width]
@@ -116,11 +118,11 @@ class GraphedStep:
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side), amp():
             for _ in range(2):
-                self.model.step(g.enc, g.state, g.y)
+                fast.step(self.model, g.enc, g.state, g.y)
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph), amp():
-            out = self.model.step(g.enc, g.state, g.y)
+            out = fast.step(self.model, g.enc, g.state, g.y)
         return graph, out
 
 

@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Optional, cast
+from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from rnnsearch.config import QUANTIZE
+from rnnsearch.engine.accel.speedup import Rows
 from rnnsearch.engine.precision import cpu_info
 from rnnsearch.nn.gru import GRU
-from rnnsearch.nn.model import RNNsearch, Seq2Seq
-from rnnsearch.nn.output import Rows
+from rnnsearch.nn.model import Model, RNNsearch
 
-KINDS = ("none", "int8")
+KINDS = QUANTIZE
 ENGINES = ("x86", "fbgemm", "onednn")
 ONEDNN_ROWS = 32  # oneDNN's products take rows in multiples of this (Int8Linear.forward says why)
 
@@ -113,9 +113,9 @@ class Int8Linear(nn.Module):
 
 
 class Int8Output(Int8Linear):
-    """The output layer W_o in int8, as nn/output.py's `OutputLayer`: the int8 product over the whole
-    vocabulary, and for a shortlist its rows dequantised from the int8 rows and scales it keeps (a
-    quarter of an fp32 copy's memory; packed weights cannot be indexed)."""
+    """The output layer W_o in int8: the int8 product over the whole vocabulary, and for a
+    shortlist its rows (accel/speedup.py's ``output_rows``) dequantised from the int8 rows and scales
+    it keeps (a quarter of an fp32 copy's memory; packed weights cannot be indexed)."""
 
     def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor]):
         super().__init__(weight, bias)
@@ -129,17 +129,17 @@ class Int8Output(Int8Linear):
         weight = self._int8.index_select(0, ids).float().mul_(self._scales.index_select(0, ids).unsqueeze(1))
         return weight, None if self._bias is None else self._bias.index_select(0, ids)
 
-    def logits(self, t: torch.Tensor, rows: Optional[Rows] = None) -> torch.Tensor:
-        return self(t) if rows is None else F.linear(t, *rows)
 
-
-class Int8Recurrent(nn.Module):
-    """A GRU's U in int8, split the way :meth:`GRU.recurrent` splits it (the paper form takes
-    [U_r; U_z] h and U (r ∘ h) as two products); ``bias`` stays fp32 (cudnn form only)."""
+class Int8GRU(nn.Module):
+    """The decoder GRU (nn/gru.py) with W and U in int8, split the way :meth:`GRU.recurrent` splits
+    U (the paper form takes [U_r; U_z] h and U (r ∘ h) as two products); U's bias (cudnn form
+    only) stays fp32. The same equations as :func:`rnnsearch.nn.gru.gru_step`."""
 
     def __init__(self, gru: GRU):
         super().__init__()
         n, w = gru.hidden, gru.U.weight
+        self.hidden, self.reset_after = n, gru.reset_after
+        self.W = Int8Linear.of(gru.W)
         self.bias = gru.U.bias
         self.rz = Int8Linear(w if gru.reset_after else w[: 2 * n], None)
         self.h: Optional[Int8Linear] = None if gru.reset_after else Int8Linear(w[2 * n:], None)
@@ -147,8 +147,20 @@ class Int8Recurrent(nn.Module):
     def recurrent(self) -> tuple[Int8Linear, Optional[Int8Linear]]:
         return self.rz, self.h
 
+    def cell(self, x_proj: torch.Tensor, h: torch.Tensor, recurrent=None) -> torch.Tensor:
+        n = self.hidden
+        x_rz, x_h = x_proj.split([2 * n, n], -1)
+        if self.h is None:  # cudnn form: one product, split after
+            hu_rz, hu_h = (self.bias + self.rz(h)).split([2 * n, n], -1)
+            r, z = torch.sigmoid(x_rz + hu_rz).split(n, -1)
+            cand = torch.tanh(x_h + r * hu_h)
+        else:
+            r, z = torch.sigmoid(x_rz + self.rz(h)).split(n, -1)
+            cand = torch.tanh(x_h + self.h(r * h))
+        return h + z * (cand - h)  # = (1 - z) ∘ h + z ∘ h̃
 
-def quantize_int8_(model: Seq2Seq) -> Seq2Seq:
+
+def quantize_int8_(model: Model) -> Model:
     """Swap the per-step products of `model` (an RNNsearch or RNNencdec on the CPU) for int8
     ones, in place; returns it. Decoding only: the swapped modules have no gradients."""
     if any(p.device.type != "cpu" for p in model.parameters()):
@@ -156,13 +168,10 @@ def quantize_int8_(model: Seq2Seq) -> Seq2Seq:
     if torch.backends.quantized.engine == "none":
         raise ValueError("this PyTorch build has no quantized CPU engine (fbgemm, x86 or onednn)")
     model.eval()
-    dec = model.decoder
-    dec.W = Int8Linear.of(dec.W)  # type: ignore[assignment]  # the same call, in int8
-    dec.U = Int8Recurrent(dec)  # type: ignore[assignment]
+    model.decoder = Int8GRU(model.decoder)  # type: ignore[assignment]  # the same calls, in int8
     for name in ("C", "U_o", "V_o", "C_o"):
         setattr(model, name, Int8Linear.of(getattr(model, name)))
-    dense = cast(nn.Linear, model.W_o)  # the model's own LinearOutput
-    model.W_o = Int8Output(dense.weight, dense.bias)
+    model.W_o = Int8Output(model.W_o.weight, model.W_o.bias)  # type: ignore[assignment]  # W_o(t) as before
     if isinstance(model, RNNsearch):  # its attention's query side; RNNencdec has none
         for name in ("W_a", "W_g"):
             if hasattr(model.attention, name):

@@ -11,7 +11,7 @@ per sentence to
   counted on up to COOCCURRENCE_PAIRS pairs),
 * with </s> and <unk> always in.
 
-Search (nn/search.py) takes the union over the sentences in flight and a softmax over it alone.
+Search (inflight.py) takes the union over the sentences in flight and a softmax over it alone.
 A shortlist is a file (`rnnsearch shortlist build`, default <model_dir>/shortlist.npz):
 
     frequent   (K,) int32      target ids, most frequent first
