@@ -3,6 +3,7 @@ arguments next to its handler (``add_NAME(sub)`` then ``cmd_NAME(args)``).
 
     train.py      train, average, params, quickstart
     translate.py  translate, evaluate, shortlist
+    score.py      score
     attention.py  plot-attention, explore, align
     demo.py       demo, figure, experiment
     data.py       data (get, list, split, prepare, align)
@@ -16,7 +17,7 @@ import argparse
 import logging
 import sys
 
-from rnnsearch.cli import attention, data, demo, serve, train, translate
+from rnnsearch.cli import attention, data, demo, score, serve, train, translate
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import CheckpointError
 from rnnsearch.io import DataError
@@ -24,7 +25,8 @@ from rnnsearch.io import DataError
 log = logging.getLogger("rnnsearch")
 
 # In the order `rnnsearch --help` lists them.
-COMMANDS = (train.add_train, translate.add_translate, translate.add_evaluate, attention.add_attention_views,
+COMMANDS = (train.add_train, translate.add_translate, translate.add_evaluate, score.add_score,
+            attention.add_attention_views,
             attention.add_align, train.add_average, train.add_params, demo.add_demo, demo.add_figure,
             demo.add_experiment, data.add_data, serve.add_serve, translate.add_shortlist,
             train.add_quickstart)

@@ -57,7 +57,7 @@ class GRU(nn.Module):
 
     def run(self, x_proj: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
             reverse: bool = False, state_dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run over a padded sequence.
+        """Run over a padded sequence (speed: engine/accel/encoder.py, both directions at once).
 
         x_proj (batch, len, 3*hidden); mask (batch, len) True on real tokens; h0 (batch, hidden).
         Returns the states (batch, len, hidden) and the final state (batch, hidden).

@@ -117,7 +117,7 @@ class RNNsearch(nn.Module):
         self.U_o = nn.Linear(n, 2 * l_)
         self.V_o = nn.Linear(m, 2 * l_, bias=False)
         self.C_o = nn.Linear(2 * n, 2 * l_, bias=False)
-        self.W_o = nn.Linear(l_, tgt_vocab)
+        self.W_o = nn.Linear(l_, tgt_vocab)  # speed: engine/accel/quantize.py may swap the per-word products
         self.align_head: Optional[AlignmentHead] = None  # β_i (nn/alignment_head.py); None: the paper's
         if cfg.alignment_head != "none":
             self.align_head = AlignmentHead(cfg.alignment_head, cfg.score, n, m, 2 * n, n_align, cfg.gru)

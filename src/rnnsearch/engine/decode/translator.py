@@ -33,6 +33,7 @@ from rnnsearch.engine.align.saliency import saliency_rows
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
+from rnnsearch.engine.decode.scoring import Score, normalised, score_pairs
 from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.precision import PrecisionProbe
 from rnnsearch.io import MissingFileError
@@ -358,6 +359,27 @@ class Translator:
                 before += len(piece)
         return Translation(self.tgt_tok.decode(tokens), self.tgt_tok.pieces(tokens), score,
                            self.src_tok.pieces(src_ids), weights)
+
+    def score(self, sources: Iterable[str], targets: Iterable[str], options: Optional[DecodeConfig] = None, *,
+              per_token: bool = False, attention: bool = False, batch_size: int = 64,
+              **overrides: Any) -> list[Score]:
+        """log p(target | source) of each pair under the model, by teacher forcing (forced
+        decoding, engine/decode/scoring.py): the sum over the target's pieces and </s>, the mean
+        per token, and ``normalised``, the sum over tokens**alpha as the search ranks hypotheses
+        (``alpha`` and ``precision`` as translate's options), so a beam's own output scores its
+        beam score. `per_token`: each token's log-probability too; `attention`: the rows."""
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ConfigError(f"score: {len(sources)} sources but {len(targets)} targets")
+        d = self.options(options, **overrides)
+        pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets)]
+        precision = self.precision.resolve(d.precision)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            raw = score_pairs(self.model, pairs, d.alpha, batch_size, per_token, attention,
+                              self.cfg.data.reverse_source)
+        return [Score(s, t, lp, len(tgt) + 1, normalised(lp, len(tgt) + 1, d.alpha),
+                      self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows)
+                for s, t, (_, tgt), (lp, token_lps, rows) in zip(sources, targets, pairs, raw)]
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
               links: str = "attention") -> list[Optional[list[list[float]]]]:
