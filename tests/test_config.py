@@ -120,6 +120,9 @@ def test_bad_literal_lists_the_choices(tmp_path):
         assert choice in msg
     with pytest.raises(ConfigError, match="sentences.*tokens"):
         load_config(None, ["train.batch_by=words"])
+    assert load_config(None, ["train.valid_metric=chrf"]).train.valid_metric == "chrf"
+    with pytest.raises(ConfigError, match="bleu.*chrf.*loss"):
+        load_config(None, ["train.valid_metric=ter"])
 
 
 @pytest.mark.parametrize("override", [

@@ -164,3 +164,95 @@ def test_no_unk_subset_with_sentencepiece_pieces():
     assert no_unk_subset(sources, refs, sp.encode, sp.encode) == [0]  # z, b: no piece; ж neither
     with_bytes = SentencePiece.build(texts, 300, byte_fallback=True)  # unknown characters become bytes
     assert no_unk_subset(sources, refs, with_bytes.encode, with_bytes.encode) == [0, 1, 2]
+
+
+# -- TER, and paired significance tests between systems (sacrebleu's) ------------------------------
+
+def test_score_corpus_gives_ter_with_its_signature():
+    r = score_corpus(["the cat sat on the mat ."], ["the cat sat on the mat ."])
+    assert r["ter"] == 0.0 and r["ter_signature"].startswith("nrefs:1|case:lc|tok:tercom")
+    r = score_corpus(["the cat sat on a mat ."], ["the cat sat on the mat ."])
+    assert r["ter"] == pytest.approx(100 / 7, abs=0.01)  # one substitution in seven words; lower is better
+    assert score_corpus([], []) == {"bleu": None, "chrf": None, "ter": None}
+
+
+def write_systems(tmp_path: Path) -> list[str]:
+    """40 toy references, a good system (one word in eight wrong), a poor one (every other word
+    wrong), and a copy of the poor one; the evaluate flags scoring them."""
+    import random
+
+    rng = random.Random(3)
+    _, ref = toy_pairs(40, "reverse", seed=5, **TOY)
+
+    def noisy(share: float) -> list[str]:
+        return [" ".join("zz" if rng.random() < share else w for w in line.split()) for line in ref]
+
+    poor = noisy(0.5)
+    for name, lines in (("src", ref), ("ref", ref), ("good", noisy(0.125)), ("poor", poor), ("same", poor)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return ["--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref")]
+
+
+def evaluate_json(capsys, *argv: str) -> dict:
+    from rnnsearch.cli import main
+
+    assert main(["evaluate", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_significance_of_a_clearly_better_system_and_of_an_identical_one(tmp_path, capsys):
+    files = write_systems(tmp_path)
+    hyp = {name: ["--hyp", str(tmp_path / name)] for name in ("good", "poor", "same")}
+    out = evaluate_json(capsys, *files, *hyp["poor"], *hyp["good"], *hyp["same"])
+    assert [s["label"] for s in out["systems"]] == ["poor", "good", "same"]
+    assert all(s["ter"] is not None and s["ter_signature"] for s in out["systems"])
+    sig = out["significance"]
+    assert [sig[k] for k in ("baseline", "seed", "paired_bs_n", "paired_ar_n")] == ["poor", 12345, 1000,
+                                                                                  10000]
+    assert sig["bleu_signature"].startswith("nrefs:1|bs:1000|ar:10000|seed:12345|case:mixed")
+    assert "tok:tercom" in sig["ter_signature"] and "nc:6" in sig["chrf_signature"]
+    poor, good, same = sig["systems"]
+    assert "p_bs" not in poor["bleu"] and poor["bleu"]["ci"] > 0  # the baseline: its score and interval
+    for metric in ("bleu", "chrf", "ter"):
+        cell = good[metric]
+        assert cell["score"] == out["systems"][1][metric]  # the same scores as the table above
+        assert abs(cell["mean"] - cell["score"]) <= cell["ci"]
+        assert cell["p_bs"] < 0.05 and cell["p_ar"] < 0.05 and cell["significant"] is True
+        assert same[metric]["p_bs"] == same[metric]["p_ar"] == 1.0 and same[metric]["significant"] is False
+    assert good["ter"]["score"] < poor["ter"]["score"] and good["bleu"]["score"] > poor["bleu"]["score"]
+    assert same["identical"] is True and "identical" not in good  # sacrebleu alone: p = 1/(n+1) there
+
+
+def test_significance_is_reproducible_by_its_seed(tmp_path, capsys):
+    files = write_systems(tmp_path)
+    argv = [*files, "--hyp", str(tmp_path / "poor"), "--hyp", str(tmp_path / "good"),
+            "--paired-bs-n", "300", "--paired-ar-n", "500"]
+    first, again = evaluate_json(capsys, *argv), evaluate_json(capsys, *argv)
+    assert first == again
+    seeded = evaluate_json(capsys, *argv, "--seed", "7")["significance"]
+    assert seeded["seed"] == 7 and "|bs:300|ar:500|seed:7|" in seeded["bleu_signature"]
+    assert seeded == evaluate_json(capsys, *argv, "--seed", "7")["significance"]
+    assert seeded["systems"] != first["significance"]["systems"]  # other resamples: other intervals
+
+
+def test_evaluate_errors_are_one_clear_line(tmp_path, capsys):
+    from rnnsearch.cli import main
+
+    files = write_systems(tmp_path)
+    (tmp_path / "short").write_text("a b c\n" * 39)
+    short, ref = tmp_path / "short", tmp_path / "ref"
+    cases = [(["--hyp", str(tmp_path / "good"), "--hyp", str(short)],
+              f"{short} (39 lines) and {ref} (40 lines) have different line counts"),
+             (["--hyp", str(tmp_path / "good"), "--seed", "3"],
+              "--seed sets the paired significance tests, which compare systems: give two or more "
+              "--model/--hyp (got one)"),
+             (["--hyp", str(tmp_path / "good"), "--paired-bs-n", "9", "--paired-ar-n", "9"],
+              "--paired-bs-n, --paired-ar-n set the paired significance tests"),
+             (["--hyp", str(tmp_path / "good"), "--hyp", str(tmp_path / "poor"), "--seed", "0"],
+              "--seed 0: give 1 or more (sacrebleu takes 0 for unseeded)"),
+             (["--hyp", str(tmp_path / "good"), "--hyp", str(tmp_path / "poor"), "--paired-ar-n", "0"],
+              "--paired-ar-n 0: give 1 or more")]
+    for argv, message in cases:
+        assert main(["evaluate", *files, *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

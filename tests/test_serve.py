@@ -71,6 +71,17 @@ def test_concurrent_requests_are_batched_with_unchanged_results(live, translator
     assert live.app.state.models.default.batcher.batches - batches_before < 16  # requests shared batches
 
 
+def test_samples_are_drawn_seeded_and_limited(live, translator):
+    request = {"text": "w1 w2 w3 w4", "sample": 4, "temperature": 1.3, "seed": 2, "alignment": True}
+    status, _, body = live.request("/translate", request)
+    assert status == 200
+    t = body["translation"]
+    want = translator.translate_n_best(["w1 w2 w3 w4"], sample=4, temperature=1.3, seed=2)[0]
+    assert [e["text"] for e in t["samples"]] == [s.text for s in want] and t["text"] == want[0].text
+    assert all("alignment" in e for e in t["samples"]) and "n_best" not in t
+    assert live.request("/translate", request)[2] == body  # the same seed, the same draws
+
+
 def test_attention_and_n_best(live, translator):
     status, _, body = live.request("/translate",
                                    {"text": "w1 w2 w3 w4", "beam": 4, "n_best": 3, "attention": True})
@@ -194,6 +205,9 @@ BAD = [
     (b'{"text": "w1", "beam": 2, "n_best": 3}', 422, "n_best", "n_best: must be in 1..beam (2), got 3"),
     (b'{"text": "w1", "n_best": 0}', 422, "n_best", "n_best: must be in 1..beam"),
     (b'{"text": "w1", "attention": "yes"}', 422, "attention", "true or false"),
+    (b'{"text": "w1", "sample": 33}', 422, "sample", "sample: must be from 0 to 32 here, got 33"),
+    (b'{"text": "w1", "sample": 2, "temperature": 0}', 422, "temperature", "temperature: must be > 0"),
+    (b'{"text": "w1", "sample": 2, "top_p": 0}', 422, "top_p", "top_p: must be in (0, 1]"),
     (b'{"text": "w1", "alignment": 1}', 422, "alignment", "alignment must be true or false"),
     (b'{"text": "w1", "beams": 5}', 422, "beams", "unknown field 'beams'"),
     (b'{"text": "\\ud800 w1"}', 422, "text", "unpaired surrogate"),

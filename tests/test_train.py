@@ -216,6 +216,34 @@ def test_train_state_patience_learning_rate_and_stopping():
     assert TrainState.restored({**s.validation_outcome(), "step": 7, "unknown_key": 1}, lr=1.0).lr == 0.3
 
 
+def test_valid_metric_chrf_keeps_the_best_chrf_not_the_best_bleu():
+    from rnnsearch.engine.train.state import TrainState
+
+    for metric, improved in (("chrf", [True, False, True]), ("bleu", [True, True, False])):
+        t, s = TrainConfig(valid_metric=metric), TrainState(lr=1.0)
+        records = [{"valid_loss": 2.0, "valid_bleu": 10.0, "valid_chrf": 50.0},
+                   {"valid_loss": 1.0, "valid_bleu": 20.0, "valid_chrf": 40.0},  # BLEU up, chrF down
+                   {"valid_loss": 3.0, "valid_bleu": 15.0, "valid_chrf": 55.0}]
+        assert [s.after_validation(r, t) for r in records] == improved, metric
+        assert s.best == (55.0 if metric == "chrf" else 20.0)
+
+
+def test_training_by_chrf_logs_it_and_saves_the_best_chrf_weights(tmp_path):
+    import sacrebleu
+
+    cfg = toy_config(tmp_path, "chrf", max_steps=60, valid_every=20, valid_metric="chrf")
+    model_dir = train(cfg)
+    records = [json.loads(x) for x in (model_dir / "log.jsonl").read_text().splitlines()]
+    valid = [r for r in records if "valid_loss" in r]
+    assert len(valid) >= 3 and all("valid_chrf" in r and "valid_bleu" in r for r in valid)  # BLEU logged too
+    for k, r in enumerate(valid):  # the best is the highest chrF so far, whatever BLEU and loss do
+        assert r["best"] == max(x["valid_chrf"] for x in valid[:k + 1])
+    best = valid[-1]["best"]
+    src, ref = (open(path).read().splitlines() for path in (cfg.data.valid_src, cfg.data.valid_tgt))
+    hyps = rnnsearch.load(model_dir, device="cpu").translate(src, beam=cfg.train.valid_beam)
+    assert sacrebleu.corpus_chrf([h.text for h in hyps], [ref]).score == pytest.approx(best)
+
+
 def test_a_train_state_with_the_former_key_names_restores():
     from rnnsearch.engine.train.state import TrainState
 

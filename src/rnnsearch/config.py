@@ -189,7 +189,7 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no limit (wall-clock budget, checked between steps)
     valid_every: int = 1000  # steps; 0: validate at the end of each epoch only
     valid_beam: int = 1  # beam size of the validation BLEU decode
-    valid_metric: Literal["bleu", "loss"] = "bleu"  # what picks the best checkpoint and drives patience
+    valid_metric: Literal["bleu", "chrf", "loss"] = "bleu"  # picks the best checkpoint, drives patience
     patience: int = 0  # validations without improvement before stopping; 0: never
     stop_valid_loss: float = 0.0  # stop once a validation loss is at most this; 0: never
     lr_decay: float = 1.0  # multiply lr by this on a plateau (1.0: off)
@@ -243,6 +243,11 @@ class DecodeConfig:
     # share of the batches, the model shared (Marian's --cpu-threads); 0: one per intra-op thread
     # (torch.get_num_threads()); on a GPU always 1 (engine/decode/translator.py)
     workers: int = 0
+    sample: int = 0  # N translations drawn a source instead of searched for (engine/decode/sampling.py)
+    temperature: float = 1.0  # sample: p^(1/T), renormalised
+    top_k: int = 0  # sample: from the K most probable words only (0: all)
+    top_p: float = 1.0  # sample: from the nucleus of mass P only (1: all)
+    seed: int = 0  # sample: the seed of the draws
 
     def problem(self) -> Optional[tuple[str, str]]:
         """(option, what is wrong) for the first value out of its range, or None."""
@@ -252,7 +257,11 @@ class DecodeConfig:
                   ("max_len_ratio", 0.0 < self.max_len_ratio < float("inf"), "must be positive"),
                   ("batch_size", self.batch_size >= 1, "must be >= 1"),
                   ("max_source_len", self.max_source_len >= 1, "must be >= 1"),
-                  ("workers", self.workers >= 0, "must be >= 0 (0: one per thread)"))
+                  ("workers", self.workers >= 0, "must be >= 0 (0: one per thread)"),
+                  ("sample", 0 <= self.sample <= MAX_BEAM, f"must be in 0..{MAX_BEAM} (0: search)"),
+                  ("temperature", 0.0 < self.temperature < float("inf"), "must be > 0"),
+                  ("top_k", self.top_k >= 0, "must be >= 0 (0: every word)"),
+                  ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1] (1: every word)"))
         return next(((key, why) for key, ok, why in checks if not ok), None)
 
 

@@ -29,6 +29,9 @@ def add_attention_views(sub) -> None:
         p.add_argument("--device", default="auto")
         if name == "explore":
             p.add_argument("--lang", default="en", choices=["en", "zh"], help="page labels")
+            p.add_argument("--beam-trace", action="store_true",
+                           help="draw each sentence's beam search as a tree below, step by step "
+                           "(subword pieces; engine/decode/beamtrace.py)")
         p.set_defaults(func=cmd_plot_attention if name == "plot-attention" else cmd_explore)
 
 
@@ -41,13 +44,7 @@ def attention_records(args) -> tuple[list[int], list[dict]]:
 
     model = load(args.model, device=args.device)
     sources = read_input(args.input)
-    if args.lines:
-        picked = [int(x) for x in args.lines.split(",")]
-        bad = [n for n in picked if not 1 <= n <= len(sources)]
-        if bad:
-            raise DataError(f"{args.input}: --lines {bad[0]} is outside 1..{len(sources)}")
-    else:
-        picked = [n for n in range(1, len(sources) + 1) if sources[n - 1].strip()]
+    picked = _picked(args, sources)
     targets = None
     if args.target:
         targets = read_lines(args.target)
@@ -72,6 +69,36 @@ def attention_records(args) -> tuple[list[int], list[dict]]:
     return picked, records
 
 
+def _picked(args, sources: list[str]) -> list[int]:
+    """The 1-based numbers of the lines --lines chooses (default: all non-empty)."""
+    if args.lines:
+        picked = [int(x) for x in args.lines.split(",")]
+        bad = [n for n in picked if not 1 <= n <= len(sources)]
+        if bad:
+            raise DataError(f"{args.input}: --lines {bad[0]} is outside 1..{len(sources)}")
+        return picked
+    return [n for n in range(1, len(sources) + 1) if sources[n - 1].strip()]
+
+
+def traced_records(args) -> list[dict]:
+    """explore --beam-trace: the chosen lines' beam searches (engine/decode/beamtrace.py), each
+    with the best translation's attention."""
+    from rnnsearch.engine.decode.beamtrace import beam_traces
+    from rnnsearch.engine.decode.translator import load
+
+    if args.target:
+        raise ConfigError("explore: --beam-trace draws the search for a translation, and --target gives "
+                          "the translation: choose one")
+    model = load(args.model, device=args.device)
+    sources = read_input(args.input)
+    picked = [n for n in _picked(args, sources) if sources[n - 1].strip()]
+    records = beam_traces(model, [sources[n - 1] for n in picked], model.options(name=flag, beam=args.beam,
+                                                                              n_best=1))
+    for n, record in zip(picked, records):
+        record["line"] = n
+    return records
+
+
 def cmd_plot_attention(args) -> None:
     from rnnsearch.tools.plotting import plot_attention
 
@@ -87,7 +114,7 @@ def cmd_plot_attention(args) -> None:
 def cmd_explore(args) -> None:
     from rnnsearch.tools.explorer import write_explorer
 
-    _, records = attention_records(args)
+    records = traced_records(args) if args.beam_trace else attention_records(args)[1]
     try:
         print(write_explorer(args.out, records, args.lang))
     except ValueError as e:

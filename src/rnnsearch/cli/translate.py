@@ -24,9 +24,21 @@ def add_translate(sub) -> None:
     p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
     p.add_argument("--n-best", type=int,
                    help="print N hypotheses per line as index<TAB>score<TAB>text (default: decode.n_best)")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="draw N translations a line from the model instead of searching (printed as "
+                   "--n-best prints; engine/decode/sampling.py; default: decode.sample, 0: search)")
+    p.add_argument("--temperature", type=float, help="--sample: p^(1/T), renormalised (default 1)")
+    p.add_argument("--top-k", type=int, help="--sample: only the K most probable words (default 0: all)")
+    p.add_argument("--top-p", type=float, help="--sample: only the nucleus of mass P (default 1: all)")
+    p.add_argument("--seed", type=int, help="--sample: the draws' seed (default 0)")
+    p.add_argument("--prefix", metavar="FILE",
+                   help="line k: the words translation k must start with (as many lines as the input)")
     add_batching(p)
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
+    p.add_argument("--beam-trace", metavar="FILE.json",
+                   help="also write each line's search step by step (the beam's hypotheses, scores, "
+                   "parents, attention) as JSON; rnnsearch explore --beam-trace draws it (docs/decoding.md)")
     p.add_argument("--alignment", nargs="?", const="hard", choices=["hard", "soft"],
                    help="append ' ||| ' and the links to every output line: hard (the default), "
                    "Pharaoh i-j pairs, source word i, target word j, 0-based, one per target word; "
@@ -57,6 +69,7 @@ def add_translate(sub) -> None:
 
 
 def cmd_translate(args) -> None:
+    from rnnsearch.engine.decode.beamtrace import beam_traces, write_beam_traces
     from rnnsearch.engine.decode.translator import load, write_attention_jsonl
 
     if args.lexicon and not args.replace_unk:
@@ -68,17 +81,24 @@ def cmd_translate(args) -> None:
     model = load(args.model, device=args.device, quantize=args.quantize, cuda_graphs=args.cuda_graphs,
                      shortlist=args.shortlist, plain=args.plain)
     options = model.options(name=flag, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
-                            workers=args.workers, precision=args.precision, links=links)
+                            workers=args.workers, precision=args.precision, links=links,
+                            sample=args.sample, temperature=args.temperature, top_k=args.top_k,
+                            top_p=args.top_p, seed=args.seed)
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
         flag_ = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
         raise ConfigError(f"translate: {flag_} reads the attention, and {args.model} is an RNNencdec "
                           "model: it has none")
     lines = read_input(args.input)
+    if args.beam_trace and (args.format == "html" or options.sample or getattr(args, "prefix", None)):
+        raise ConfigError("translate: --beam-trace records the beam search of plain lines: not with "
+                          "--format html, --sample or --prefix")
+    traces = beam_traces(model, lines, options) if args.beam_trace else None  # a too long line: before output
     if args.format == "html":
         return write_output(args.output, translate_html(model, lines, args, lexicon, options))
-    nbests = model.translate_n_best(lines, options, attention=bool(args.attention or linked))
-    n_best = options.n_best
+    nbests = model.translate_n_best(lines, options, attention=bool(args.attention or linked),
+                                    prefixes=read_prefixes(args.prefix, len(lines)) if args.prefix else None)
+    n_best = options.sample or options.n_best
     if args.replace_unk:
         nbests = [[t.replace_unk(lexicon, args.alignment_shift, model.cfg.data.lowercase) for t in nb]
                   for nb in nbests]
@@ -92,6 +112,19 @@ def cmd_translate(args) -> None:
     write_output(args.output, out)
     if args.attention:
         write_attention_jsonl(args.attention, [nb[0] for nb in nbests])
+    if traces is not None:
+        write_beam_traces(args.beam_trace, traces)
+
+
+def read_prefixes(path: str, count: int) -> list[Optional[str]]:
+    """--prefix FILE: one line per input line, none of them empty."""
+    prefixes = read_lines(path)
+    if len(prefixes) != count:
+        raise DataError(f"{path}: {len(prefixes):,} prefix lines for {count:,} input lines: one a line")
+    blank = next((k for k, line in enumerate(prefixes) if not line.strip()), None)
+    if blank is not None:
+        raise DataError(f"{path}, line {blank + 1}: an empty prefix (each line starts its translation)")
+    return list(prefixes)
 
 
 def write_output(path: Optional[str], lines: list[str]) -> None:
@@ -109,9 +142,9 @@ def translate_html(model, lines: list[str], args, lexicon, options) -> list[str]
     translation's word links (engine/decode/markup.py); --replace-unk applies to the text."""
     from rnnsearch.engine.decode.markup import translate_markup
 
-    if options.n_best > 1 or args.alignment or args.attention:
+    if options.n_best > 1 or options.sample > 1 or args.alignment or args.attention or args.prefix:
         raise ConfigError("translate: --format html writes one translated line per input line; it does "
-                          "not combine with --n-best, --alignment or --attention")
+                          "not combine with --n-best, --sample, --alignment, --attention or --prefix")
 
     def translate(plain: list[str]) -> list[tuple[str, list[tuple[int, int]]]]:
         results = model.translate(plain, options, attention=True)
@@ -137,7 +170,8 @@ def alignment_text(t, kind: str, subwords: bool, shift: int | None) -> str:
 
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate",
-                       help="translate a test set and score it with sacrebleu (BLEU, chrF, by length)")
+                       help="translate a test set and score it with sacrebleu (BLEU, chrF, TER, by length; "
+                       "paired significance tests between systems)")
     p.add_argument("--model", action="append", help="model directory (repeat to compare systems)")
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
@@ -156,6 +190,13 @@ def add_evaluate(sub) -> None:
                    "model; the first --model's vocabulary picks them for every system")
     p.add_argument("--out", help="with --by-length: write by_length.csv/.json/.png here")
     p.add_argument("--output", help="write the translations here (one --model)")
+    p.add_argument("--seed", type=int,
+                   help="seed of the paired significance tests run with two or more systems (default "
+                   "12345, sacrebleu's)")
+    p.add_argument("--paired-bs-n", type=int,
+                   help="paired bootstrap resamples (default 1000, sacrebleu's)")
+    p.add_argument("--paired-ar-n", type=int,
+                   help="approximate randomisation trials (default 10000, sacrebleu's)")
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", choices=list(DECODE_PRECISIONS),
                    help="bf16 matrix products while decoding (auto: where faster here)")
@@ -202,7 +243,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
 
 
 def cmd_evaluate(args) -> None:
-    from rnnsearch.engine.decode.evaluate import bleu_by_length, score_corpus
+    from rnnsearch.engine.decode.evaluate import bleu_by_length, paired_significance, score_corpus
     from rnnsearch.tools.plotting import write_by_length
 
     src, ref = read_aligned(args.src, args.ref)
@@ -211,12 +252,13 @@ def cmd_evaluate(args) -> None:
     if args.no_unk and not args.model:
         raise DataError("evaluate: --no-unk needs a --model: its vocabulary decides which words are unknown")
     labels = list(args.label or [])
-    systems, tokenize, keep = _model_systems(args, src, ref)
-    for hyp_path in args.hyp or []:
-        hyp = read_lines(hyp_path)
+    paired = _paired_options(args, len(args.model or []) + len(args.hyp or []))
+    hyps = [(hyp_path, read_lines(hyp_path)) for hyp_path in args.hyp or []]
+    for hyp_path, hyp in hyps:  # before any model translates
         check_aligned((hyp_path, hyp), (args.ref, ref))
-        systems.append(({"label": Path(hyp_path).name, "hyp": str(hyp_path)}, hyp))
-    results = []
+    systems, tokenize, keep = _model_systems(args, src, ref)
+    systems += [({"label": Path(hyp_path).name, "hyp": str(hyp_path)}, hyp) for hyp_path, hyp in hyps]
+    results, scored = [], []
     for k, (entry, hyp) in enumerate(systems):
         if k < len(labels):
             entry["label"] = labels[k]
@@ -228,6 +270,7 @@ def cmd_evaluate(args) -> None:
             edges = [int(x) for x in args.buckets.split(",")]
             entry["by_length"] = bleu_by_length(s, h, r, edges, tokenize)
         results.append(entry)
+        scored.append((entry["label"], h))
     if args.output:
         if len(systems) != 1:
             raise DataError("--output writes one system's translations: give one --model")
@@ -235,7 +278,30 @@ def cmd_evaluate(args) -> None:
     if args.by_length and args.out:
         for path in write_by_length(args.out, results):
             log.info("wrote %s", path)
-    print(json.dumps(results[0] if len(results) == 1 else {"systems": results}, indent=2, ensure_ascii=False))
+    out: dict = {"systems": results}
+    if paired is not None:  # each system against the first, on the sentences scored
+        refs = ref if keep is None else [ref[i] for i in keep]
+        out["significance"] = paired_significance(scored, refs, tokenize, **paired)
+    print(json.dumps(results[0] if len(results) == 1 else out, indent=2, ensure_ascii=False))
+
+
+def _paired_options(args, n_systems: int) -> dict | None:
+    """paired_significance's options from --seed, --paired-bs-n and --paired-ar-n (those not given:
+    its defaults, sacrebleu's); None for one system, a DataError if one was given then."""
+    given = {"--seed": args.seed, "--paired-bs-n": args.paired_bs_n, "--paired-ar-n": args.paired_ar_n}
+    given = {k: v for k, v in given.items() if v is not None}
+    if n_systems < 2:
+        if given:
+            raise DataError(f"evaluate: {', '.join(given)} {'sets' if len(given) == 1 else 'set'} the paired "
+                            "significance tests, which compare systems: give two or more --model/--hyp "
+                            "(got one)")
+        return None
+    for name, value in given.items():
+        if value < 1:
+            why = " (sacrebleu takes 0 for unseeded)" if name == "--seed" else ""
+            raise ConfigError(f"evaluate: {name} {value}: give 1 or more{why}")
+    keys = {"--seed": "seed", "--paired-bs-n": "bs_samples", "--paired-ar-n": "ar_samples"}
+    return {keys[k]: v for k, v in given.items()}
 
 
 def add_shortlist(sub) -> None:

@@ -14,7 +14,8 @@ length normalisation a growing hypothesis can overtake, and on Multi30k stopping
 (docs/benchmarks.md has how much), so by default the search goes on. K = 1 is greedy search.
 
 Speed: the product decodes with engine/accel/inflight.py, the same search batched over sentences
-in flight; tests/test_accel.py holds its n-best lists equal to these.
+in flight; tests/test_accel.py holds its n-best lists equal to these. Given a `trace` list,
+search_sentence records each step's beam in it (engine/decode/beamtrace.py: `--beam-trace`).
 """
 
 from __future__ import annotations
@@ -87,8 +88,10 @@ def search_options(options: Optional[SearchOptions], settings: dict[str, Any]) -
 
 
 @torch.no_grad()
-def search_sentence(model, words: torch.Tensor, options: SearchOptions) -> list[Hypothesis]:
-    """The `n_best` hypotheses of one source sentence, `words` (S,) its real tokens."""
+def search_sentence(model, words: torch.Tensor, options: SearchOptions,
+                    trace: Optional[list] = None) -> list[Hypothesis]:
+    """The `n_best` hypotheses of one source sentence, `words` (S,) its real tokens. `trace`: a
+    list to which each step appends the beam after it and the candidates it ranked (_step)."""
     d = options.decode
     K, alpha = d.beam, d.alpha
     early_stop = alpha == 0 if options.early_stop is None else options.early_stop
@@ -105,10 +108,11 @@ def search_sentence(model, words: torch.Tensor, options: SearchOptions) -> list[
         log_p, states, alphas = model.step(enc.index_select(sentence), states, last)  # log p(y_i), s_i, α_i
         log_p = log_p.float()
         log_p[:, [BOS, PAD]] = float("-inf")  # never generated
-        candidates, rows = [], iter(range(len(growing)))
-        for h in beam:
+        candidates, parents, rows = [], [], iter(range(len(growing)))
+        for parent, h in enumerate(beam):
             if h.ended:  # a finished hypothesis competes as it is
                 candidates.append(h)
+                parents.append(parent)
                 continue
             r = next(rows)
             alpha_row = [] if alphas is None or not options.with_attention else [alphas[r]]
@@ -117,10 +121,15 @@ def search_sentence(model, words: torch.Tensor, options: SearchOptions) -> list[
             else:
                 values, ids = log_p[r].topk(K)
                 best = list(zip(values, ids.tolist()))
-            candidates += [_Open(h.words + [w], h.log_prob + lp, states[r], h.attention + alpha_row)
-                           for lp, w in best if lp > float("-inf")]
+            grown = [_Open(h.words + [w], h.log_prob + lp, states[r], h.attention + alpha_row)
+                     for lp, w in best if lp > float("-inf")]
+            candidates += grown
+            parents += [parent] * len(grown)
         ranked = torch.stack([_normalised(h, alpha) for h in candidates])
-        beam = [candidates[i] for i in ranked.topk(min(K, len(candidates))).indices.tolist()]
+        kept = ranked.topk(min(K, len(candidates))).indices.tolist()
+        beam = [candidates[i] for i in kept]
+        if trace is not None:
+            trace.append(_step(candidates, parents, ranked.tolist(), kept))
         done = beam[:d.n_best] if early_stop else beam
         if all(h.ended for h in done):
             break
@@ -130,6 +139,21 @@ def search_sentence(model, words: torch.Tensor, options: SearchOptions) -> list[
 def _normalised(h: _Open, alpha: float) -> torch.Tensor:
     """log p / |y|**alpha, |y| counting </s>."""
     return h.log_prob / torch.tensor(float(max(1, len(h.words)))).pow(alpha) if alpha else h.log_prob
+
+
+def _step(candidates: list[_Open], parents: list[int], scores: list[float], kept: list[int]) -> dict:
+    """One step of a trace: the beam after it, best first (each hypothesis's words so far, </s>
+    last once ended, its score, log-probability, parent in the previous step's beam and newest
+    attention row, or None), and every candidate ranked: its parent, newest word, score, whether
+    it was kept."""
+    def entry(i: int) -> dict:
+        h = candidates[i]
+        return {"words": list(h.words), "score": scores[i], "log_prob": float(h.log_prob), "ended": h.ended,
+                "parent": parents[i], "attention": h.attention[-1].tolist() if h.attention else None}
+
+    return {"beam": [entry(i) for i in kept],
+            "candidates": [{"parent": parents[i], "word": h.words[-1], "score": scores[i], "kept": i in kept}
+                           for i, h in enumerate(candidates)]}
 
 
 def _hypothesis(h: _Open, alpha: float) -> Hypothesis:

@@ -6,7 +6,9 @@
                       "links" (where those links come from, as decode.links: "attention", "head",
                       "saliency" (gradient x input; slower, the sharper alignment; not with an
                       int8 model) or "mean"; default the head where the model has one),
-                      "model" (the name of a loaded model; default: the first)
+                      "model" (the name of a loaded model; default: the first); "sample": N
+                      translations drawn instead of searched for ("samples"), with "temperature",
+                      "top_k", "top_p", "seed" (engine/decode/sampling.py)
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
     GET  /info        model configuration, vocabulary sizes, parameters, memory, limits
@@ -27,8 +29,9 @@ from rnnsearch.serve.batching import Limits, Query, QueueFull
 
 log = logging.getLogger("rnnsearch")
 
-FIELDS = ("text", "texts", "beam", "n_best", "attention", "alignment", "format", "links", "model")
-DECODING = ("beam", "n_best", "links")  # the fields that are decoding options (config.DecodeConfig)
+SAMPLING = ("sample", "temperature", "top_k", "top_p", "seed")
+DECODING = ("beam", "n_best", "links", *SAMPLING)  # the fields that are config.DecodeConfig's options
+FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model")
 
 
 class RequestError(Exception):
@@ -48,6 +51,9 @@ def _decoding(body: dict, served, limits: Limits):
     too_wide = limits.beam_problem(decode.beam)  # the server's own limit, below the option's range
     if too_wide:
         raise RequestError(422, f"{too_wide} here, got {decode.beam}", "beam")
+    if decode.sample > limits.max_beam:  # N samples cost what a beam of N does
+        raise RequestError(422, f"sample: must be from 0 to {limits.max_beam} here, got {decode.sample}",
+                           "sample")
     return decode
 
 
@@ -130,17 +136,18 @@ def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
 
 def translation_json(result: list, query: Query, k: int = 0) -> dict:
     """The answer for text k of the query (`result`: its n-best Translations, best first)."""
-    n_best = query.decode.n_best
+    d = query.decode
+    n_best, key = (d.sample, "samples") if d.sample else (d.n_best, "n_best")
     best = result[0]
     text = (lambda t: t.text) if query.markup is None else (lambda t: _marked_text(t, query.markup[k]))
     out = {"text": text(best), "score": round(best.score, 6), "tokens": best.tokens}
     if n_best > 1:
-        out["n_best"] = [{"text": text(t), "score": round(t.score, 6)} for t in result]
+        out[key] = [{"text": text(t), "score": round(t.score, 6)} for t in result]
     if query.attention:
         out["attention"] = best.attention_json()
     if query.alignment:  # [[source word, target word], ...] over text.split(): null without attention
         out["alignment"] = _links_json(best)
-        for entry, t in zip(out.get("n_best", []), result):
+        for entry, t in zip(out.get(key, []), result):
             entry["alignment"] = _links_json(t)
     return out
 

@@ -4,7 +4,11 @@ to (intensity α_ij, weights shown); click a source word to see which target wor
 attend to it; a heat map beside; previous/next sentence; keyboard operable.
 
 The page's data is a list of attention records in the SPEC form
-``{"source": [...], "target": [...], "weights": [[...] per target word]}``.
+``{"source": [...], "target": [...], "weights": [[...] per target word]}``. A record that also
+carries a beam trace (``steps`` and ``best_path``, engine/decode/beamtrace.py) gets the search
+drawn as a tree below: a column per step, a node per hypothesis in the beam (its newest word and
+score), edges to parents, ended hypotheses boxed in double lines, the best translation's path in
+bold; click a node to light up the source words by its attention row and list what it proposed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ LABELS = {
            "weights": "attention weights", "heatmap": "heat map (rows: translation, columns: source)",
            "attends": "attends to", "attended": "is attended by",
            "placeholder": "Type or paste sentences, one a line", "translate": "translate", "beam": "beam",
-           "working": "translating…", "empty": "Translate something to see its attention."},
+           "working": "translating…", "empty": "Translate something to see its attention.",
+           "tree": "beam search, step by step", "proposed": "proposed", "ended": "ended",
+           "treehint": "A column per step: the beam, best first (each hypothesis's newest word and score), "
+                       "lines to the hypotheses they grew from; bold: the best translation's path; double "
+                       "box: ended. Click a hypothesis to see its attention and the words it proposed."},
     "zh": {"title": "rnnsearch — 注意力浏览器", "source": "原文", "target": "译文", "sentence": "句子",
            "prev": "◀ 上一句", "next": "下一句 ▶",
            "hint": "点击或悬停译文中的词，查看它的注意力落在原文哪些词上；点击原文词，查看哪些译文词在看它。"
@@ -31,7 +39,10 @@ LABELS = {
            "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）",
            "attends": "注意", "attended": "被注意",
            "placeholder": "输入或粘贴句子，每行一句", "translate": "翻译", "beam": "束宽",
-           "working": "翻译中…", "empty": "翻译一句话，看它的注意力。"},
+           "working": "翻译中…", "empty": "翻译一句话，看它的注意力。",
+           "tree": "逐步的束搜索", "proposed": "提出", "ended": "已结束",
+           "treehint": "每一列是一步：束中的假设，好的在上（最新的词和得分），连线指向它由之而来的假设；"
+                       "粗线：最佳译文的路径；双框：已结束。点击一个假设，查看它的注意力和它提出的词。"},
 }
 
 _PAGE = """<!DOCTYPE html>
@@ -67,6 +78,20 @@ table.heat td.sel { outline: 2px solid #1a73e8; }
 #live textarea { flex: 1 1 30rem; font: inherit; font-size: 1rem; padding: 0.4rem; }
 #live input { width: 3.5rem; font: inherit; }
 #status { color: #a00; font-size: 0.9rem; }
+#tree { margin-top: 1.5rem; }
+#treebox { overflow-x: auto; }
+#tree .node { cursor: pointer; }
+#tree .node rect { fill: #fff; stroke: #999; }
+#tree .node rect.inner { fill: none; }
+#tree .node.carried { opacity: 0.45; }
+#tree .node.best rect { stroke: #1a73e8; }
+#tree .node.selected rect { fill: #e8f0fe; }
+#tree .node:focus { outline: none; }
+#tree .node:focus rect { stroke: #1a73e8; stroke-width: 3; }
+#tree text { font-size: 13px; fill: #222; }
+#tree text.score { font-size: 10px; fill: #555; }
+#tree .edge { stroke: #bbb; stroke-width: 1.2; }
+#tree .edge.best { stroke: #1a73e8; stroke-width: 3; }
 </style>
 </head>
 <body>
@@ -91,6 +116,11 @@ __LIVE__
     <table class="heat" id="heat"></table>
   </div>
 </div>
+<div id="tree" hidden>
+  <div class="label">__TREE__</div>
+  <p class="hint">__TREEHINT__</p>
+  <div id="treebox"><svg id="treesvg" role="group" aria-label="__TREE__"></svg></div>
+</div>
 <script id="data" type="application/json">__DATA__</script>
 <script>
 (function () {
@@ -110,7 +140,7 @@ __LIVE__
     b.appendChild(t); b.appendChild(w);
     b.addEventListener("click", function () { select(side, i); });
     b.addEventListener("mouseenter", function () { if (side === "target") { show(side, i); } });
-    b.addEventListener("mouseleave", function () { if (sel) { show(sel.side, sel.index); } else { clear(); } });
+    b.addEventListener("mouseleave", function () { if (sel) { restore(); } else { clear(); } });
     b.addEventListener("focus", function () { show(side, i); });
     return b;
   }
@@ -143,14 +173,77 @@ __LIVE__
       });
       heat.appendChild(tr);
     });
+    drawTree(d);
     sel = null; clear();
   }
+  var NS = $("treesvg").namespaceURI, NW = 78, NH = 36, GAP_X = 108, GAP_Y = 46;
+  function svgEl(name, attrs, parent) {
+    var e = document.createElementNS(NS, name);  // NS: the inline <svg>'s, no address in the page
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    parent.appendChild(e); return e;
+  }
+  function columns(d) {  // column 0: <s>; column t: the beam after step t
+    return [[{pieces: [], score: 0, ended: false, attention: null}]].concat(d.steps.map(function (s) { return s.beam; }));
+  }
+  function drawTree(d) {
+    var svg = $("treesvg"); svg.innerHTML = "";
+    $("tree").hidden = !d.steps;
+    if (!d.steps) { return; }
+    var cols = columns(d), best = [0].concat(d.best_path);
+    var rows = Math.max.apply(null, cols.map(function (c) { return c.length; }));
+    svg.setAttribute("width", (cols.length - 1) * GAP_X + NW + 8); svg.setAttribute("height", (rows - 1) * GAP_Y + NH + 8);
+    var x = function (t) { return 4 + t * GAP_X; }, y = function (i) { return 4 + i * GAP_Y; };
+    cols.forEach(function (col, t) {
+      if (t) { col.forEach(function (h, i) {
+        svgEl("line", {"class": "edge" + (best[t] === i ? " best" : ""), x1: x(t - 1) + NW, y1: y(h.parent) + NH / 2,
+                       x2: x(t), y2: y(i) + NH / 2}, svg);
+      }); }
+    });
+    cols.forEach(function (col, t) {
+      col.forEach(function (h, i) {
+        var g = svgEl("g", {"class": "node" + (h.ended ? " ended" : "") + (h.carried ? " carried" : "") +
+                                     (best[t] === i ? " best" : ""),
+                            tabindex: 0, role: "button", "data-step": t, "data-index": i,
+                            transform: "translate(" + x(t) + "," + y(i) + ")"}, svg);
+        svgEl("rect", {width: NW, height: NH, rx: 5}, g);
+        if (h.ended) { svgEl("rect", {"class": "inner", x: 3, y: 3, width: NW - 6, height: NH - 6, rx: 3}, g); }
+        svgEl("text", {x: NW / 2, y: 15, "text-anchor": "middle"}, g).textContent = t ? h.pieces[h.pieces.length - 1] : "<s>";
+        svgEl("text", {"class": "score", x: NW / 2, y: 29, "text-anchor": "middle"}, g).textContent = t ? fmt(h.score) : "";
+        svgEl("title", {}, g).textContent = t ? h.pieces.join(" ") + " (" + fmt(h.score) + ")" : "<s>";
+        g.addEventListener("click", function () { pick(t, i); });
+        g.addEventListener("keydown", function (e) {
+          if (e.key === "Enter" || e.key === " ") { pick(t, i); e.preventDefault(); }
+        });
+      });
+    });
+  }
+  function pick(t, i) {  // a tree node: its attention row on the source words, what it proposed next
+    sel = {side: "node", step: t, index: i}; clear();
+    var d = DATA[cur], h = columns(d)[t][i];
+    $("treesvg").querySelector('.node[data-step="' + t + '"][data-index="' + i + '"]').classList.add("selected");
+    if (h.attention) {
+      document.querySelectorAll('.tok[data-side="source"]').forEach(function (b) {
+        var w = h.attention[+b.dataset.index];
+        b.style.background = shade(w); b.style.color = textOn(w);
+        b.querySelector(".w").textContent = fmt(w); b.dataset.weight = fmt(w);
+      });
+    }
+    var next = t < d.steps.length ? d.steps[t].candidates.filter(function (c) { return c.parent === i; }) : [];
+    var text = t ? "“" + h.pieces.join(" ") + "” " + fmt(h.score) + " (log p " + fmt(h.log_prob) + ")" : "<s>";
+    if (h.ended) { text += " — " + L.ended; }
+    if (next.length && !h.ended) {
+      text += " — " + L.proposed + ": " + next.map(function (c) { return c.piece + " " + fmt(c.score) + (c.kept ? " ✓" : " ✗"); }).join(", ");
+    }
+    $("detail").textContent = text;
+  }
+  function restore() { if (sel.side === "node") { pick(sel.step, sel.index); } else { show(sel.side, sel.index); } }
   function clear() {
     document.querySelectorAll(".tok").forEach(function (b) {
       b.classList.remove("selected"); b.style.background = "#fff"; b.style.color = "";
       b.querySelector(".w").textContent = ""; b.removeAttribute("data-weight");
     });
     document.querySelectorAll("#heat td").forEach(function (td) { td.classList.remove("sel"); });
+    document.querySelectorAll("#tree .node").forEach(function (n) { n.classList.remove("selected"); });
     $("detail").textContent = "";
   }
   function show(side, i) {
@@ -181,7 +274,7 @@ __LIVE__
     else if (e.key === "ArrowRight") { go(cur + 1); e.preventDefault(); }
   });
   function load(records) { DATA = records; cur = 0; render(); }
-  window.rnnsearchExplorer = {go: go, select: select, load: load, data: function () { return DATA; }};
+  window.rnnsearchExplorer = {go: go, select: select, pick: pick, load: load, data: function () { return DATA; }};
   render();
 })();
 </script>
@@ -263,12 +356,47 @@ _LIVE_SCRIPT = """<script>
 
 def _valid(record: dict, k: int) -> dict:
     src, tgt, w = record.get("source"), record.get("target"), record.get("weights")
+    if w is None and isinstance(record.get("steps"), list):
+        raise ValueError(f"record {k + 1}: a beam trace with no attention (an RNNencdec model's): "
+                         "the page shows attention")
     if not isinstance(src, list) or not isinstance(tgt, list) or not isinstance(w, list):
         raise ValueError(f"attention record {k + 1}: needs source, target and weights lists")
     if len(w) != len(tgt) or any(len(row) != len(src) for row in w):
         raise ValueError(f"attention record {k + 1}: weights must be {len(tgt)} rows of {len(src)}")
-    return {"source": [str(s) for s in src], "target": [str(t) for t in tgt],
-            "weights": [[round(float(x), 4) for x in row] for row in w]}
+    valid = {"source": [str(s) for s in src], "target": [str(t) for t in tgt],
+             "weights": [[round(float(x), 4) for x in row] for row in w]}
+    if "steps" in record:
+        valid.update(_valid_trace(record, k, len(src)))
+    return valid
+
+
+def _valid_trace(record: dict, k: int, n_src: int) -> dict:
+    """The search tree's part of a record (engine/decode/beamtrace.py), checked and cut to what
+    the page draws."""
+    steps, path = record.get("steps"), record.get("best_path")
+    if not isinstance(steps, list) or not isinstance(path, list) or len(path) != len(steps):
+        raise ValueError(f"record {k + 1}: a beam trace needs steps and a best_path of one index a step")
+    out, previous = [], 1
+    for t, step in enumerate(steps):
+        beam = step.get("beam") if isinstance(step, dict) else None
+        if not isinstance(beam, list) or not beam or not 0 <= path[t] < len(beam):
+            raise ValueError(f"record {k + 1}, step {t + 1}: no beam, or the best path outside it")
+        hyps = []
+        for h in beam:
+            row = h.get("attention")
+            if not 0 <= h.get("parent", -1) < previous or not h.get("pieces") or (
+                    row is not None and len(row) != n_src):
+                raise ValueError(f"record {k + 1}, step {t + 1}: a hypothesis needs pieces, a parent in the "
+                                 f"previous beam and an attention row of {n_src}")
+            hyps.append({"pieces": [str(p) for p in h["pieces"]], "score": float(h["score"]),
+                         "log_prob": float(h["log_prob"]), "ended": bool(h["ended"]),
+                         "carried": bool(h.get("carried")), "parent": int(h["parent"]),
+                         "attention": None if row is None else [round(float(x), 4) for x in row]})
+        candidates = [{"parent": int(c["parent"]), "piece": str(c["piece"]), "score": float(c["score"]),
+                       "kept": bool(c["kept"])} for c in step.get("candidates", [])]
+        out.append({"beam": hyps, "candidates": candidates})
+        previous = len(beam)
+    return {"steps": out, "best_path": [int(i) for i in path]}
 
 
 def explorer_html(records: list[dict], lang: str = "en", live: bool = False, font_text: str = "",
@@ -293,7 +421,8 @@ def explorer_html(records: list[dict], lang: str = "en", live: bool = False, fon
     for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]),
                        ("__PREV__", labels["prev"]), ("__NEXT__", labels["next"]),
                        ("__SOURCE__", labels["source"]), ("__TARGET__", labels["target"]),
-                       ("__HEATMAP__", labels["heatmap"]),
+                       ("__HEATMAP__", labels["heatmap"]), ("__TREE__", labels["tree"]),
+                       ("__TREEHINT__", labels["treehint"]),
                        ("__PLACEHOLDER__", labels["placeholder"]), ("__BEAM__", labels["beam"]),
                        ("__TRANSLATE__", labels["translate"]), ("__DEFAULT_BEAM__", str(int(default_beam)))):
         page = page.replace(key, html.escape(value))
@@ -309,7 +438,9 @@ def write_explorer(path: str | Path, records: list[dict], lang: str = "en") -> P
 
     `records` are attention records as `Translation.attention_json` returns them
     (``{"source": [...], "target": [...], "weights": [[...], ...]}``); click a target word on
-    the page to see its row. ``lang="zh"`` gives Chinese labels.
+    the page to see its row. Records of engine/decode/beamtrace.py (``translate --beam-trace``'s
+    file, as json.load reads it) also draw each sentence's search as a tree: click a node for its
+    attention row. ``lang="zh"`` gives Chinese labels.
     """
     path = Path(path)
     atomic_write_text(path, explorer_html(records, lang))

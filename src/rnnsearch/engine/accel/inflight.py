@@ -154,7 +154,8 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     for speedup.py's ``step`` (its arguments and results: graphs.py's CUDA graphs). `shortlist`
     (engine/accel/shortlist.py) maps a chunk's (src, src_mask) to the target ids each sentence may
     produce, (B, V) bool: the output layer and softmax then run over the union of the sentences
-    in flight (taken again as sentences join or leave)."""
+    in flight (taken again as sentences join or leave). A chunk's third tensor, if any: (B, P)
+    prefixes, -1 padded, each hypothesis's only candidate while within its prefix."""
     grouped = step is None  # a stand-in step (model.step's arguments) gets K copies of each encoding
     step = step or functools.partial(fast.step, model)
     options = options or SearchOptions()
@@ -200,6 +201,10 @@ def _greedy_words(log_p: torch.Tensor, live: _Batch, out: Optional[_Output]
     eos = EOS if out is None else out.eos
     log_p[:, never] = float("-inf")
     lp, word = (x.squeeze(1) for x in top_k(log_p, 1))  # its chunked path: under half max(1)'s time
+    forced = live.forced_words()
+    if forced is not None:  # within a prefix: its next word
+        word = torch.where(forced >= 0, forced, word)
+        lp = torch.where(forced >= 0, log_p.gather(1, forced.clamp(min=0).unsqueeze(1)).squeeze(1), lp)
     at_limit = live.lengths >= live.limit
     word = torch.where(at_limit, eos, word)
     lp = torch.where(at_limit, log_p[:, eos], lp)
@@ -222,6 +227,14 @@ def _beam_advance(live: _Batch, log_p: torch.Tensor, growing: Optional[torch.Ten
     single = at_limit | finished
     first_lp = torch.where(finished, 0.0, torch.where(at_limit, eos_lp, top_lp[:, 0]))
     first_word = torch.where(finished, PAD, torch.where(at_limit, EOS, top_word[:, 0]))
+    forced = live.forced_words()
+    if forced is not None:  # within a prefix: one candidate, the prefix's next word
+        rows = forced if growing is None else forced.index_select(0, growing)
+        lp = log_p.gather(1, rows.clamp(min=0).unsqueeze(1)).squeeze(1)
+        lp = lp if growing is None else lp.new_zeros(n * K).index_copy_(0, growing, lp)
+        first_lp = torch.where(forced >= 0, lp, first_lp)
+        first_word = torch.where(forced >= 0, forced, first_word)
+        single = single | (forced >= 0)
     cand_lp = torch.cat([first_lp.unsqueeze(1),
                          top_lp[:, 1:].masked_fill(single.unsqueeze(1), neg_inf)], 1)
     cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
@@ -269,6 +282,7 @@ class _Queue:
         self.copies = 1 if grouped else K  # encoder rows per sentence in a batch
         self.enc: Optional[Encoded] = None  # the current chunk, one row per sentence
         self.allowed: Optional[torch.Tensor] = None  # its sentences' shortlists, (sentences, V)
+        self.prefix: Optional[torch.Tensor] = None  # its sentences' forced prefixes, (sentences, P)
         self.used = 0  # its sentences already handed out
         self.first = 0  # stream position of its first sentence
         self._load()
@@ -277,11 +291,12 @@ class _Queue:
         while self.enc is None or self.used == self.enc.src_mask.size(0):
             if self.enc is not None:
                 self.first += self.enc.src_mask.size(0)
-            src, mask = next(self.chunks, (None, None))
+            src, mask, *prefix = next(self.chunks, (None, None))
             if src is None:
                 self.enc = None
                 return
             self.enc, self.used = self.model.encode(src, mask), 0
+            self.prefix = prefix[0] if prefix else None
             self.allowed = self.shortlist(src, mask) if self.shortlist is not None else None
 
     def more(self) -> bool:
@@ -294,9 +309,10 @@ class _Queue:
             m = min(count, self.enc.src_mask.size(0) - self.used)
             rows = torch.arange(self.used, self.used + m, device=self.enc.src_mask.device)
             allowed = None if self.allowed is None else self.allowed[self.used:self.used + m]
+            prefix = None if self.prefix is None else self.prefix[self.used:self.used + m]
             parts.append(_Batch.start(self.enc.index_select(rows.repeat_interleave(self.copies)), self.K,
                                       list(range(self.first + self.used, self.first + self.used + m)),
-                                      self.ratio, allowed))
+                                      self.ratio, allowed, prefix))
             self.used += m
             count -= m
             self._load()
@@ -325,6 +341,7 @@ class _Batch:
     joined: list[int]  # the step it joined at
     base: int = 0  # the step of seqs' column 0
     allowed: Optional[torch.Tensor] = None  # per sentence: the target ids its shortlist allows, (n, V)
+    prefix: Optional[torch.Tensor] = None  # per row: the ids its translation starts with, (rows, P), -1 after
     _output: Optional[_Output] = field(default=None, init=False, repr=False)  # over their union
 
     _PER_ROW = ("state", "y", "scores", "lengths", "finished", "limit")  # reordered and gathered alike
@@ -339,6 +356,15 @@ class _Batch:
             self._output = _Output.of(model, self.allowed)
         return self._output
 
+    def forced_words(self) -> Optional[torch.Tensor]:
+        """Per row the next word of its prefix, or -1 (past its prefix, or finished); None: no
+        prefixes."""
+        if self.prefix is None:
+            return None
+        width = self.prefix.size(1)
+        word = self.prefix.gather(1, self.lengths.clamp(max=width - 1).unsqueeze(1)).squeeze(1)
+        return torch.where((self.lengths < width) & ~self.finished, word, -1)
+
     @property
     def now(self) -> int:
         """Steps taken since the stream began."""
@@ -346,7 +372,7 @@ class _Batch:
 
     @classmethod
     def start(cls, enc: Encoded, K: int, ids: list[int], ratio: float,
-              allowed: Optional[torch.Tensor] = None) -> _Batch:
+              allowed: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> _Batch:
         """Newcomers: enc has one row (or K) per sentence; only beam 0 is live, so the K
         hypotheses do not pick the same words."""
         copies = enc.src_mask.size(0) // len(ids)
@@ -362,7 +388,8 @@ class _Batch:
                    torch.zeros(rows, dtype=torch.bool, device=device),
                    (src_len.float() * ratio).long() + 10,
                    torch.empty(rows, 0, dtype=torch.long, device=device),
-                   None, ids, src_len[::K].tolist(), [0] * len(ids), allowed=allowed)
+                   None, ids, src_len[::K].tolist(), [0] * len(ids), allowed=allowed,
+                   prefix=None if prefix is None else prefix.repeat_interleave(K, 0))
 
     def cat(self, newcomers: _Batch) -> _Batch:
         """self's sentences, then `newcomers`, joining now (no history yet: their columns so far
@@ -377,10 +404,14 @@ class _Batch:
         allowed = None  # both have shortlists or neither: one _Queue made them
         if self.allowed is not None and newcomers.allowed is not None:
             allowed = torch.cat([self.allowed, newcomers.allowed])
+        prefix = None  # both have prefixes or neither, of one width: one stream made them
+        if self.prefix is not None and newcomers.prefix is not None:
+            prefix = torch.cat([self.prefix, newcomers.prefix])
         return _Batch(self.K, enc, **per_row,
                       seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
                       attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
-                      joined=self.joined + [self.now] * newcomers.n, base=self.base, allowed=allowed)
+                      joined=self.joined + [self.now] * newcomers.n, base=self.base, allowed=allowed,
+                      prefix=prefix)
 
     def advance(self, origin: Optional[torch.Tensor], word: torch.Tensor, scores: torch.Tensor,
                 state: torch.Tensor, attn: Optional[torch.Tensor]) -> None:
@@ -394,6 +425,8 @@ class _Batch:
         self.lengths = pick(self.lengths) + (~was_finished).long()
         self.finished = was_finished | (word == EOS)
         self.scores, self.y, self.state = scores, word, pick(state)
+        if self.prefix is not None:
+            self.prefix = pick(self.prefix)
         if attn is not None:
             past = self.attn if self.attn is not None else attn.new_zeros(word.numel(), 0, attn.size(1))
             self.attn = torch.cat([pick(past), pick(attn).unsqueeze(1)], 1)
@@ -443,4 +476,5 @@ class _Batch:
                       seqs=self.seqs.index_select(0, rows)[:, cut:],
                       attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
                       ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base,
-                      allowed=None if self.allowed is None else self.allowed[sentences])
+                      allowed=None if self.allowed is None else self.allowed[sentences],
+                      prefix=None if self.prefix is None else self.prefix.index_select(0, rows))

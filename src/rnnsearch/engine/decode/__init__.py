@@ -2,6 +2,8 @@
 
     translator.py  Translator: sentences to translations, with attention and word links
     scoring.py     log p(y | x) of given translations (forced decoding): `rnnsearch score`
+    sampling.py    translations drawn from the model (temperature, top-k, top-p): `--sample`
     markup.py      inline tags carried across a translation by its word alignment
+    beamtrace.py   the search step by step, for learners: `--beam-trace`
     evaluate.py    BLEU and chrF (sacrebleu), by length bucket
 """

@@ -33,6 +33,7 @@ from rnnsearch.engine.align.saliency import saliency_rows
 from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
+from rnnsearch.engine.decode.sampling import sample
 from rnnsearch.engine.decode.scoring import Score, normalised, score_pairs
 from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.precision import PrecisionProbe
@@ -223,51 +224,54 @@ class Translator:
 
     def translate(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
                   attention: bool = True, early_stop: Optional[bool] = None,
-                  **overrides: Any) -> list[Translation]:
+                  prefixes: Optional[list[Optional[str]]] = None, **overrides: Any) -> list[Translation]:
         """Translate sentences: the best translation of each; an empty sentence gives an empty one.
 
-        The decoding options are `options` (default: the model's decode section) with
-        `overrides` set over them, any key of config.DecodeConfig: ``beam=5``,
-        ``alpha``, ``max_len_ratio``, ``batch_size``, ``precision``, ``max_source_len``, ``links``
-        (the rows links are read from: "attention", "head", "saliency" (gradient x input,
-        :meth:`force`) or "mean"; default the head where the model has one). A bad value raises
-        ConfigError naming it, and so does an n_best above 1: :meth:`translate_n_best` gives those.
-        A source longer than ``max_source_len`` tokens is translated in consecutive
-        pieces of that length and the pieces joined (its attention is then block-diagonal),
-        so no input can stall the decoder and every line gets a translation. `early_stop`: see
-        :func:`rnnsearch.nn.search.beam_search` (default: only where it cannot change the result).
+        Options: `options` (default: the model's decode section) with `overrides`, any key of
+        config.DecodeConfig (``beam=5``, ``alpha``, ``links``, ``sample``, ...); a bad value raises
+        ConfigError naming it, as does an n_best or sample above 1 (:meth:`translate_n_best`). A
+        source over ``max_source_len`` tokens is translated in consecutive pieces, joined.
+        `early_stop`: see :func:`rnnsearch.nn.search.beam_search`. `prefixes`: per sentence the
+        text its translation must start with (None: free).
         """
         d = self.options(options, **overrides)
-        if d.n_best != 1:
-            raise ConfigError(f"n_best: translate gives one translation a sentence, got {d.n_best} "
-                              "(translate_n_best gives the n best)")
-        return [n_best[0] for n_best in self._translate(sentences, d, attention, early_stop)]
+        for key, value in (("n_best", d.n_best), ("sample", max(1, d.sample))):
+            if value != 1:
+                raise ConfigError(f"{key}: translate gives one translation a sentence, got {value} "
+                                  "(translate_n_best gives the n best)")
+        return [n_best[0] for n_best in self._translate(sentences, d, attention, early_stop, prefixes)]
 
     def translate_n_best(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
                          attention: bool = True, early_stop: Optional[bool] = None,
+                         prefixes: Optional[list[Optional[str]]] = None,
                          **overrides: Any) -> list[list[Translation]]:
         """:meth:`translate`, with each sentence's ``n_best`` best translations, best first.
 
         The options are translate's, n_best among them; n_best 1 gives lists of one."""
-        return self._translate(sentences, self.options(options, **overrides), attention, early_stop)
+        return self._translate(sentences, self.options(options, **overrides), attention, early_stop,
+                               prefixes)
 
     def _translate(self, sentences: Iterable[str], d: DecodeConfig, attention: bool,
-                   early_stop: Optional[bool]) -> list[list[Translation]]:
+                   early_stop: Optional[bool], prefixes: Optional[list[Optional[str]]] = None
+                   ) -> list[list[Translation]]:
         """translate_n_best with its options `d` checked."""
-        links, n_best = self.link_rows(d.links), d.n_best
+        links, n_best = self.link_rows(d.links), d.sample or d.n_best
         sentences = list(sentences)
+        forced = None if prefixes is None else self._prefix_ids(sentences, prefixes, d)
         pieces: list[list[int]] = []  # reading-order token ids of every piece
         owner: list[int] = []  # the sentence each piece belongs to
+        starts: list[list[int]] = []  # the target ids each piece's translation starts with
         for k, text in enumerate(sentences):
             ids = self.source_ids(text)
             for start in range(0, len(ids), d.max_source_len):
                 pieces.append(ids[start:start + d.max_source_len])
                 owner.append(k)
+                starts.append(forced[k] if forced is not None and start == 0 else [])
         precision = self.precision.resolve(d.precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size,
-                                workers=self.workers(d.workers))
+                                workers=self.workers(d.workers), prefixes=starts if forced else None)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
                                          for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -297,12 +301,15 @@ class Translator:
         return workers or torch.get_num_threads()
 
     def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
-                graphs: bool = True, workers: int = 1) -> list:
+                graphs: bool = True, workers: int = 1, prefixes: Optional[list[list[int]]] = None) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece.
         With `workers` > 1 the length-sorted batches are dealt out in turn to that many searches,
-        each in a thread of its own (:func:`on_cores`)."""
+        each in a thread of its own (:func:`on_cores`). `prefixes`: per piece the target ids its
+        translation starts with."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
+        if options.decode.sample:  # drawn, not searched for (engine/decode/sampling.py)
+            return self._sample(pieces, options)
         if self.cfg.plain:  # one sentence at a time, as Section 3.2 reads
             return [search_sentence(self.model, torch.tensor(p[::-1] if rev else p, device=self.device),
                                     options) for p in pieces]
@@ -326,15 +333,56 @@ class Translator:
             def chunks():
                 for group in share:
                     src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
-                    yield src, src != PAD
+                    if prefixes is None:
+                        yield src, src != PAD
+                        continue
+                    starts = torch.full((len(group), width), -1, dtype=torch.long)  # -1: past the prefix
+                    for row, p in enumerate(group):
+                        starts[row, : len(prefixes[p])] = torch.tensor(prefixes[p], dtype=torch.long)
+                    yield src, src != PAD, starts.to(self.device)
 
             return [(order[k], nbest) for k, nbest in search_stream(
                 self.model, chunks(), options, capacity=size, step=step, shortlist=allowed)]
 
+        width = max((len(p) for p in prefixes), default=1) if prefixes is not None else 0
         hyps: list = [None] * len(pieces)
         shares = [groups[w::workers] for w in range(workers)]
         for p, nbest in (search(groups) if workers == 1 else on_cores(search, shares)):
             hyps[p] = nbest
+        return hyps
+
+    def _prefix_ids(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig
+                    ) -> list[list[int]]:
+        """The target ids each sentence's translation must start with ([]: none), checked: one
+        prefix a sentence, only where the in-flight search runs, shorter than the length limit."""
+        if len(prefixes) != len(sentences):
+            raise ConfigError(f"prefix: {len(prefixes)} prefixes for {len(sentences)} sentences")
+        off = [why for why, on in (("plain: true", self.cfg.plain), ("--sample", d.sample > 0),
+                                   ("--shortlist", self.shortlist is not None)) if on]
+        if off:
+            raise ConfigError(f"prefix: not with {off[0]} (the batched search forces prefixes)")
+        ids = [self.target_ids(p) if p else [] for p in prefixes]
+        for k, (text, forced) in enumerate(zip(sentences, ids)):
+            first = min(len(self.source_ids(text)), d.max_source_len)
+            if forced and not first:
+                raise ConfigError(f"prefix of sentence {k + 1}: the sentence is empty: nothing to translate")
+            limit = int(torch.tensor(float(first)) * d.max_len_ratio) + 10  # the search's, in fp32
+            if len(forced) > limit:
+                raise ConfigError(f"prefix of sentence {k + 1}: {len(forced)} pieces, but its translation "
+                                  f"may have at most {limit} before </s> (decode.max_len_ratio)")
+        return ids
+
+    def _sample(self, pieces: list[list[int]], options: SearchOptions) -> list:
+        """``decode.sample`` translations drawn for each source piece, batched by length, the draws
+        from one generator seeded with ``decode.seed``."""
+        d, rev = options.decode, self.cfg.data.reverse_source
+        generator = torch.Generator(device=self.device).manual_seed(d.seed)
+        hyps: list = [None] * len(pieces)
+        for group in iterate_sorted(pieces, d.batch_size):
+            src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
+            drawn = sample(self.model, src, src != PAD, d, generator, options.with_attention)
+            for p, samples in zip(group, drawn):
+                hyps[p] = samples
         return hyps
 
     def _result(self, pieces: list[list[int]], hyps: list, attention: bool) -> Translation:

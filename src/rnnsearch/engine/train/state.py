@@ -73,7 +73,7 @@ class TrainState:
         """Update the best score, patience counters and (on a plateau) the learning rate; True if
         the validation improved on the best."""
         self.valid_loss = record["valid_loss"]
-        score = record["valid_bleu"] if t.valid_metric == "bleu" else -record["valid_loss"]
+        score = -record["valid_loss"] if t.valid_metric == "loss" else record[f"valid_{t.valid_metric}"]
         if self.best is None or score > self.best:
             self.best, self.bad_validations, self.bad_validations_since_lr_decay = score, 0, 0
             return True
@@ -231,16 +231,20 @@ def validation_set(cfg: Config, src_tok, tgt_tok) -> Optional[Validation]:
 
 
 
-def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool) -> dict:
-    """Validation loss and perplexity, and (with_bleu) BLEU of the first data.valid_bleu_sentences
-    sentences decoded with beam train.valid_beam."""
+def validation_scores(translator: Translator, valid: Validation, cfg: Config, with_bleu: bool,
+                      with_chrf: bool = False) -> dict:
+    """Validation loss and perplexity, and (with_bleu) BLEU, (with_chrf) chrF of the first
+    data.valid_bleu_sentences sentences decoded with beam train.valid_beam."""
     out = {"valid_loss": evaluate_loss(translator.model, valid.data, translator.device)}
     out["valid_ppl"] = math.exp(min(out["valid_loss"], 50))
-    if with_bleu:
+    if with_bleu or with_chrf:
         n = min(len(valid.src), cfg.data.valid_bleu_sentences)
         hyps = translator.translate(valid.src[:n], beam=cfg.train.valid_beam, attention=False)
-        out["valid_bleu"] = sacrebleu.corpus_bleu([h.text for h in hyps], [valid.tgt[:n]],
-                                                  tokenize=cfg.data.bleu_tokenize).score
+        texts, refs = [h.text for h in hyps], [valid.tgt[:n]]
+        if with_bleu:
+            out["valid_bleu"] = sacrebleu.corpus_bleu(texts, refs, tokenize=cfg.data.bleu_tokenize).score
+        if with_chrf:
+            out["valid_chrf"] = sacrebleu.corpus_chrf(texts, refs).score
     translator.model.train()
     return out
 

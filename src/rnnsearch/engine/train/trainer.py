@@ -351,8 +351,9 @@ class Trainer:
 
     def validation_scores(self, valid: Validation) -> dict:
         """Rank 0's validation scores (module-level `validation_scores`), then the terms'."""
-        with_bleu = self.cfg.train.valid_metric == "bleu"
-        scores = validation_scores(self.translator, valid, self.cfg, with_bleu)
+        metric = self.cfg.train.valid_metric  # chrF's decode also gives BLEU, for the log and its curves
+        scores = validation_scores(self.translator, valid, self.cfg, with_bleu=metric in ("bleu", "chrf"),
+                                   with_chrf=metric == "chrf")
         for term in self.terms:
             scores.update(term.validation_scores(self))
         return scores
