@@ -71,6 +71,17 @@ def test_concurrent_requests_are_batched_with_unchanged_results(live, translator
     assert live.app.state.models.default.batcher.batches - batches_before < 16  # requests shared batches
 
 
+def test_prefixes_force_the_start_of_translations(live, translator):
+    status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "prefix": "w1 w1", "beam": 3})
+    want = translator.translate(["w1 w2 w3 w4"], beam=3, prefixes=["w1 w1"])[0]
+    assert status == 200 and body["translation"]["text"] == want.text and want.text.startswith("w1 w1")
+    status, _, body = live.request("/translate", {"texts": ["w1 w2", "w5 w6"], "prefixes": [None, "w9"]})
+    got = [t["text"] for t in body["translations"]]
+    assert status == 200 and got == [t.text for t in translator.translate(["w1 w2", "w5 w6"],
+                                                                         prefixes=[None, "w9"])]
+    assert got[1].startswith("w9") and got[0] == translator.translate(["w1 w2"])[0].text
+
+
 def test_samples_are_drawn_seeded_and_limited(live, translator):
     request = {"text": "w1 w2 w3 w4", "sample": 4, "temperature": 1.3, "seed": 2, "alignment": True}
     status, _, body = live.request("/translate", request)
@@ -206,6 +217,11 @@ BAD = [
     (b'{"text": "w1", "n_best": 0}', 422, "n_best", "n_best: must be in 1..beam"),
     (b'{"text": "w1", "attention": "yes"}', 422, "attention", "true or false"),
     (b'{"text": "w1", "sample": 33}', 422, "sample", "sample: must be from 0 to 32 here, got 33"),
+    (b'{"texts": ["w1"], "prefix": "w2"}', 422, "prefix", "prefix goes with text; give prefixes"),
+    (b'{"texts": ["w1", "w2"], "prefixes": ["w2"]}', 422, "prefixes", "a list of 2 (a string or null each)"),
+    (b'{"texts": ["w1", "w2"], "prefixes": ["w2", ""]}', 422, "prefixes", "prefixes[1] must be a non-empty"),
+    (b'{"text": "w1", "prefix": 3}', 422, "prefix", "prefix must be a non-empty string"),
+    (json.dumps({"text": "w1", "prefix": "w2 " * 14}).encode(), 422, "prefix", "14 pieces, but its"),
     (b'{"text": "w1", "sample": 2, "temperature": 0}', 422, "temperature", "temperature: must be > 0"),
     (b'{"text": "w1", "sample": 2, "top_p": 0}', 422, "top_p", "top_p: must be in (0, 1]"),
     (b'{"text": "w1", "alignment": 1}', 422, "alignment", "alignment must be true or false"),

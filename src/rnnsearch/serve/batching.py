@@ -56,6 +56,7 @@ class Query:
     alignment: bool = False  # Translation.alignment with every translation (n-best ones too)
     markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
     model: str | None = None  # the native API's "model": the name of the loaded model asked for
+    prefixes: list[str | None] | None = None  # per text the start its translation is forced through
 
 
 @dataclass
@@ -142,11 +143,14 @@ class Batcher:
             for group in groups.values():
                 live = [j for j in group if not j.future.done()]  # a client that left is not decoded
                 texts = [t for j in live for t in j.query.texts]
+                prefixes = [p for j in live for p in (j.query.prefixes or [None] * len(j.query.texts))]
                 decode = replace(group[0].decode, batch_size=self.limits.max_batch)
+                extra = {"prefixes": prefixes} if any(p is not None for p in prefixes) else {}
                 try:
                     results = await loop.run_in_executor(
                         self.executor,
-                        functools.partial(self.translate, texts, decode, attention=group[0].attention),
+                        functools.partial(self.translate, texts, decode, attention=group[0].attention,
+                                          **extra),
                     ) if texts else []
                     self.batches += 1
                     if self.on_batch is not None and texts:

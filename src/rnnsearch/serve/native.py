@@ -8,7 +8,8 @@
                       int8 model) or "mean"; default the head where the model has one),
                       "model" (the name of a loaded model; default: the first); "sample": N
                       translations drawn instead of searched for ("samples"), with "temperature",
-                      "top_k", "top_p", "seed" (engine/decode/sampling.py)
+                      "top_k", "top_p", "seed" (engine/decode/sampling.py); "prefix" (with "text") or
+                      "prefixes" (with "texts", a string or null each): the words a translation starts with
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
     GET  /info        model configuration, vocabulary sizes, parameters, memory, limits
@@ -31,7 +32,7 @@ log = logging.getLogger("rnnsearch")
 
 SAMPLING = ("sample", "temperature", "top_k", "top_p", "seed")
 DECODING = ("beam", "n_best", "links", *SAMPLING)  # the fields that are config.DecodeConfig's options
-FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model")
+FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model", "prefix", "prefixes")
 
 
 class RequestError(Exception):
@@ -131,7 +132,35 @@ def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
 
         markup = [parse(t) for t in texts]
         texts = [m.text for m in markup]
-    return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model)
+    prefixes = _prefixes(body, texts, single, models[model], decode, limits)
+    if prefixes is not None and markup is not None:
+        raise RequestError(422, "prefix: not with format html", "prefix" if single else "prefixes")
+    return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model, prefixes)
+
+
+def _prefixes(body: dict, texts: list[str], single: bool, served, decode, limits: Limits) -> list | None:
+    """The request's "prefix" (with "text") or "prefixes" (with "texts"), checked as the Translator
+    checks them (a prefix the search cannot take is refused here, not in a batch of others)."""
+    key = "prefix" if single else "prefixes"
+    other = "prefixes" if single else "prefix"
+    if other in body:
+        raise RequestError(422, f"{other} goes with {'texts' if single else 'text'}; give {key}", other)
+    if key not in body:
+        return None
+    value = [body[key]] if single else body[key]
+    if not isinstance(value, list) or len(value) != len(texts):
+        raise RequestError(422, f"prefixes must be a list of {len(texts)} (a string or null each)", key)
+    for i, p in enumerate(value):
+        if p is not None and (not isinstance(p, str) or not p.strip()):
+            what = "a non-empty string" if single else "a non-empty string or null"
+            raise RequestError(422, f"{key if single else f'prefixes[{i}]'} must be {what}", key)
+        if p is not None:
+            _sentence(p, key, limits)
+    try:
+        served.translator.check_prefixes(texts, value, decode)
+    except ConfigError as e:
+        raise RequestError(422, str(e), key) from None
+    return value
 
 
 def translation_json(result: list, query: Query, k: int = 0) -> dict:

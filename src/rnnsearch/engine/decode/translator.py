@@ -351,6 +351,10 @@ class Translator:
             hyps[p] = nbest
         return hyps
 
+    def check_prefixes(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig) -> None:
+        """ConfigError where translate would refuse these prefixes (serve checks a request so)."""
+        self._prefix_ids(sentences, prefixes, d)
+
     def _prefix_ids(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig
                     ) -> list[list[int]]:
         """The target ids each sentence's translation must start with ([]: none), checked: one
