@@ -71,6 +71,24 @@ def test_concurrent_requests_are_batched_with_unchanged_results(live, translator
     assert live.app.state.models.default.batcher.batches - batches_before < 16  # requests shared batches
 
 
+def test_score_gives_what_the_translator_scores(live, translator):
+    status, _, body = live.request("/score", {"source": "w1 w2 w3", "target": "w3 w2 w1", "per_token": True})
+    want = translator.score(["w1 w2 w3"], ["w3 w2 w1"], per_token=True)[0]
+    assert status == 200 and body["score"]["log_prob"] == pytest.approx(want.log_prob, abs=1e-5)
+    assert body["score"]["pieces"] == ["w3", "w2", "w1", "</s>"]
+    assert len(body["score"]["token_log_probs"]) == 4
+    status, _, body = live.request("/score", {"sources": ["w1 w2", "w4"], "targets": ["w2 w1", "w4"]})
+    assert status == 200 and [s["tokens"] for s in body["scores"]] == [3, 2]
+    bad = ((b'{"source": "w1"}', None, 'give "source" and "target"'),
+           (b'{"sources": ["w1"], "targets": []}', "targets", "non-empty list"),
+           (b'{"sources": ["w1", "w2"], "targets": ["w1"]}', "targets", "2 sources but 1"),
+           (b'{"source": "w1", "target": ""}', "target", "is empty"),
+           (b'{"source": "w1", "target": "w1", "scores": 1}', "scores", "unknown field"))
+    for raw, field, message in bad:
+        status, _, body = live.request("/score", raw=raw)
+        assert status == 422 and body.get("field") == field and message in body["error"], body
+
+
 def test_prefixes_force_the_start_of_translations(live, translator):
     status, _, body = live.request("/translate", {"text": "w1 w2 w3 w4", "prefix": "w1 w1", "beam": 3})
     want = translator.translate(["w1 w2 w3 w4"], beam=3, prefixes=["w1 w1"])[0]

@@ -32,6 +32,7 @@ from rnnsearch.serve.native import (
     font_text,
     loads,
     model_info,
+    native_score,
     native_translate,
     page_routes,
     read_body,
@@ -134,7 +135,11 @@ def create_app(translators, limits: Limits | None = None, beam: int | None = Non
         for m in models.models:
             await m.batcher.stop()
 
-    routes = [Route("/translate", _translate_route(ctx), methods=["POST"]), *libre_routes(ctx),
+    async def score(request):
+        return await native_score(request, models, limits, ctx.guard)
+
+    routes = [Route("/translate", _translate_route(ctx), methods=["POST"]),
+              Route("/score", score, methods=["POST"]), *libre_routes(ctx),
               *deepl_routes(ctx), *page_routes(models, info, page)]
     if metrics is not None:
         routes.append(Route("/metrics", metrics.route()))

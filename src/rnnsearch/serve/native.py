@@ -10,6 +10,8 @@
                       translations drawn instead of searched for ("samples"), with "temperature",
                       "top_k", "top_p", "seed" (engine/decode/sampling.py); "prefix" (with "text") or
                       "prefixes" (with "texts", a string or null each): the words a translation starts with
+    POST /score       {"source": "...", "target": "..."} or {"sources": [...], "targets": [...]},
+                      optional "per_token", "model": log p(target | source) as `rnnsearch score`
     GET  /            the attention explorer as a live page (type, translate, click words)
     GET  /health      liveness and queue length
     GET  /info        model configuration, vocabulary sizes, parameters, memory, limits
@@ -236,6 +238,71 @@ async def read_body(request, limits: Limits) -> bytes:
     except ClientDisconnect:
         raise RequestError(400, "client disconnected") from None
     return bytes(raw)
+
+
+def parse_score(raw: bytes, limits: Limits, models: dict[str, Any]
+                ) -> tuple[list[str], list[str], bool, str, bool]:
+    """Validate a /score body: (sources, targets, per_token, model name, single)."""
+    try:
+        body = loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise RequestError(400, "request body is not UTF-8 JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
+    fields = ("source", "target", "sources", "targets", "per_token", "model")
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(fields)})", unknown[0])
+    single = "source" in body or "target" in body
+    keys = ("source", "target") if single else ("sources", "targets")
+    if not all(k in body for k in keys) or (single and ("sources" in body or "targets" in body)):
+        raise RequestError(422, "give \"source\" and \"target\", or \"sources\" and \"targets\" (lists)")
+    values = [[body[k]] if single else body[k] for k in keys]
+    for key, items in zip(keys, values):
+        if not isinstance(items, list) or not items:
+            raise RequestError(422, f"{key} must be a non-empty list of strings", key)
+        if len(items) > limits.max_sentences:
+            raise RequestError(422, f"{key} has {len(items)} sentences; the limit is {limits.max_sentences}",
+                               key)
+    if len(values[0]) != len(values[1]):
+        raise RequestError(422, f"{len(values[0])} sources but {len(values[1])} targets", keys[1])
+    sources = [_sentence(s, keys[0] if single else f"sources[{i}]", limits) for i, s in enumerate(values[0])]
+    targets = [_sentence(t, keys[1] if single else f"targets[{i}]", limits) for i, t in enumerate(values[1])]
+    per_token = body.get("per_token", False)
+    if not isinstance(per_token, bool):
+        raise RequestError(422, "per_token must be true or false", "per_token")
+    model = body.get("model", next(iter(models)))
+    if not isinstance(model, str) or model not in models:
+        raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, models))}, "
+                                f"got {json.dumps(model)}", "model")
+    return sources, targets, per_token, model, single
+
+
+async def native_score(request, models, limits: Limits, guard):
+    """POST /score: log p(target | source) of each pair (engine/decode/scoring.py), on the model's
+    decoding thread."""
+    import asyncio
+    import functools
+
+    from starlette.responses import JSONResponse
+
+    from rnnsearch.serve.guard import client_address
+
+    try:
+        sources, targets, per_token, name, single = parse_score(await read_body(request, limits), limits,
+                                                                models.by_name)
+    except RequestError as e:
+        return error(e.status, e.message, e.field)
+    denial = guard.admit(bearer_key(request), client_address(request))
+    if denial is not None:
+        headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
+        return error(403 if denial.kind == "key" else 429, denial.message, None, headers)
+    served = models.by_name[name]
+    score = functools.partial(served.translator.score, sources, targets, served.decode, per_token=per_token,
+                              batch_size=limits.max_batch)
+    scores = await asyncio.get_running_loop().run_in_executor(served.batcher.executor, score)
+    items = [s.to_json() for s in scores]
+    return JSONResponse({"score": items[0], "scores": items} if single else {"scores": items})
 
 
 def bearer_key(request) -> str | None:
