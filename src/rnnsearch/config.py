@@ -225,6 +225,8 @@ class DecodeConfig:
 
     beam: int = 5  # beam width (1: greedy)
     alpha: float = 1.0  # length normalisation: score / len**alpha (0: raw log-prob)
+    length_penalty: Literal["power", "gnmt"] = "power"  # len**alpha, or GNMT's ((5 + len) / 6)**alpha
+    coverage: float = 0.0  # β of GNMT's coverage penalty β Σ_j log min(Σ_i α_ij, 1) (0: none)
     max_len_ratio: float = 2.0  # target at most ratio * source tokens + 10
     # sentences decoding at once (sorted by length; 128: the fastest measured at beam 5 on CPU,
     # see docs/benchmarks.md)
@@ -254,6 +256,7 @@ class DecodeConfig:
         checks = (("beam", 1 <= self.beam <= MAX_BEAM, f"must be in 1..{MAX_BEAM}"),
                   ("n_best", 1 <= self.n_best <= self.beam, f"must be in 1..beam ({self.beam})"),
                   ("alpha", 0.0 <= self.alpha < float("inf"), "must be >= 0 (0: raw log-probability)"),
+                  ("coverage", 0.0 <= self.coverage < float("inf"), "must be >= 0 (0: no coverage penalty)"),
                   ("max_len_ratio", 0.0 < self.max_len_ratio < float("inf"), "must be positive"),
                   ("batch_size", self.batch_size >= 1, "must be >= 1"),
                   ("max_source_len", self.max_source_len >= 1, "must be >= 1"),

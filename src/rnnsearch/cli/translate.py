@@ -31,6 +31,10 @@ def add_translate(sub) -> None:
     p.add_argument("--top-k", type=int, help="--sample: only the K most probable words (default 0: all)")
     p.add_argument("--top-p", type=float, help="--sample: only the nucleus of mass P (default 1: all)")
     p.add_argument("--seed", type=int, help="--sample: the draws' seed (default 0)")
+    p.add_argument("--length-penalty", choices=["power", "gnmt"],
+                   help="hypotheses ranked by log p / len**alpha (power) or GNMT's ((5 + len) / 6)**alpha")
+    p.add_argument("--coverage", type=float, metavar="BETA",
+                   help="GNMT's coverage penalty β Σ_j log min(Σ_i α_ij, 1) in the ranking (default 0: none)")
     p.add_argument("--prefix", metavar="FILE",
                    help="line k: the words translation k must start with (as many lines as the input)")
     add_batching(p)
@@ -83,7 +87,8 @@ def cmd_translate(args) -> None:
     options = model.options(name=flag, beam=args.beam, n_best=args.n_best, batch_size=args.batch_size,
                             workers=args.workers, precision=args.precision, links=links,
                             sample=args.sample, temperature=args.temperature, top_k=args.top_k,
-                            top_p=args.top_p, seed=args.seed)
+                            top_p=args.top_p, seed=args.seed, length_penalty=args.length_penalty,
+                            coverage=args.coverage)
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
         flag_ = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"

@@ -33,7 +33,8 @@ from rnnsearch.serve.batching import Limits, Query, QueueFull
 log = logging.getLogger("rnnsearch")
 
 SAMPLING = ("sample", "temperature", "top_k", "top_p", "seed")
-DECODING = ("beam", "n_best", "links", *SAMPLING)  # the fields that are config.DecodeConfig's options
+# the fields that are config.DecodeConfig's options
+DECODING = ("beam", "n_best", "links", "length_penalty", "coverage", *SAMPLING)
 FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model", "prefix", "prefixes")
 
 

@@ -42,6 +42,7 @@ from typing import Any, Optional
 
 import torch
 
+from rnnsearch.config import DecodeConfig
 from rnnsearch.engine.accel import speedup as fast
 from rnnsearch.nn.model import BOS, EOS, PAD, Encoded
 from rnnsearch.nn.search import Hypothesis, SearchOptions, search_options, trim
@@ -63,6 +64,35 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, options: Optio
     for k, hyps in search_stream(model, chunks, options, capacity=size):
         out[k] = hyps
     return out
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How finished and growing hypotheses are ranked: log p(y | x) / lp(|y|) + cp (Wu et al. 2016).
+
+    lp: |y|**alpha (``decode.length_penalty: power``, the default) or ((5 + |y|) / 6)**alpha
+    (``gnmt``); alpha 0: none. cp, with ``decode.coverage`` β > 0: β Σ_j log min(Σ_i α_ij, 1) over
+    the real source words — what the attention has not yet covered, a penalty."""
+
+    alpha: float = 1.0
+    gnmt: bool = False
+    beta: float = 0.0
+
+    @classmethod
+    def of(cls, d: DecodeConfig) -> Ranking:
+        return cls(d.alpha, d.length_penalty == "gnmt", d.coverage)
+
+    def normalised(self, log_p: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        """log p / lp(length), `length` (float) counting </s>."""
+        if not self.alpha:
+            return log_p
+        if self.gnmt:
+            return log_p / ((5 + length) / 6).pow(self.alpha)
+        return log_p / length.clamp(min=1).pow(self.alpha)
+
+    def coverage(self, covered: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """cp of each row: `covered` (rows, S) Σ_i α_ij so far, `real` (rows, S) the real words."""
+        return self.beta * covered.clamp(min=1e-10, max=1.0).log().masked_fill(~real, 0.0).sum(-1)
 
 
 @dataclass
@@ -160,8 +190,9 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     step = step or functools.partial(fast.step, model)
     options = options or SearchOptions()
     d, neg_inf = options.decode, float("-inf")
-    K, alpha, n_best = d.beam, d.alpha, d.n_best
-    early_stop = alpha == 0 if options.early_stop is None else options.early_stop
+    K, n_best, ranking = d.beam, d.n_best, Ranking.of(d)
+    # early only where it cannot change the result: no length normalisation, no coverage penalty
+    early_stop = d.alpha == 0 and not d.coverage if options.early_stop is None else options.early_stop
     queue = _Queue(model, iter(chunks), K, d.max_len_ratio, shortlist, grouped)
     refill = max(1, capacity // 8)  # admit newcomers in groups: each admission copies the batch once
     live = queue.take(capacity) if queue.more() else None  # _Batch of the sentences in flight
@@ -177,17 +208,20 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
         extra = {} if out is None else {"output": out.layer}
         log_p, new_state, attn = step(live.enc, live.state, live.y, rows=growing, **extra)
         log_p, kept = log_p.float(), attn if options.with_attention else None
+        if ranking.beta and attn is None:
+            raise ValueError("decode.coverage reads the attention, and an RNNencdec model has none")
+        covered = attn if ranking.beta else None
         if K == 1:  # greedy: every row extends itself, nothing is ranked or reordered
             word, lp = _greedy_words(log_p, live, out)
-            live.advance(None, word, live.scores + lp, new_state, kept)
+            live.advance(None, word, live.scores + lp, new_state, kept, covered)
         else:
-            _beam_advance(live, log_p, growing, new_state, kept, out, alpha)
+            _beam_advance(live, log_p, growing, new_state, kept, out, ranking, covered)
         # A sentence whose K hypotheses are all finished (or dead, -inf) can no longer change; with
         # early_stop, one whose n_best first-ranked are (rows are in rank order) stops anyway.
         ended = (live.finished | (live.scores == neg_inf)).view(n, K)
         done = (ended[:, :n_best] if early_stop else ended).all(1)
         if bool(done.any()):
-            yield from live.results(done, alpha, n_best)
+            yield from live.results(done, ranking, n_best)
             live = live.keep(~done)
         if capacity - live.n >= refill and queue.more():
             live = live.cat(queue.take(capacity - live.n))
@@ -213,7 +247,7 @@ def _greedy_words(log_p: torch.Tensor, live: _Batch, out: Optional[_Output]
 
 def _beam_advance(live: _Batch, log_p: torch.Tensor, growing: Optional[torch.Tensor],
                   new_state: torch.Tensor, attn: Optional[torch.Tensor], out: Optional[_Output],
-                  alpha: float) -> None:
+                  ranking: Ranking, covered: Optional[torch.Tensor] = None) -> None:
     """One step of beam search (K > 1): each sentence's K survivors among its K x K candidates."""
     K, n, neg_inf = live.K, live.n, float("-inf")
     scores, lengths, finished = live.scores, live.lengths, live.finished
@@ -240,12 +274,14 @@ def _beam_advance(live: _Batch, log_p: torch.Tensor, growing: Optional[torch.Ten
     cand_word = torch.cat([first_word.unsqueeze(1), top_word[:, 1:]], 1)
     cand = scores.unsqueeze(1) + cand_lp  # (n*K, K) total log-prob
     cand_len = (lengths + (~finished).long()).unsqueeze(1).float()
-    ranked = cand / cand_len.clamp(min=1).pow(alpha) if alpha else cand
+    ranked = ranking.normalised(cand, cand_len)
+    if covered is not None:  # this step's α_i joins each growing row's coverage, whatever its word
+        ranked = ranked + ranking.coverage(live.covered_after(covered), live.real_rows()).unsqueeze(1)
     top = ranked.view(n, K * K).topk(K, dim=1).indices
     # which row each extends
     origin = (top // K + torch.arange(n, device=top.device).unsqueeze(1) * K).view(-1)
     live.advance(origin, cand_word.view(n, K * K).gather(1, top).view(-1),
-                 cand.view(n, K * K).gather(1, top).view(-1), new_state, attn)
+                 cand.view(n, K * K).gather(1, top).view(-1), new_state, attn, covered)
 
 
 def cat_encoded(first: Encoded, second: Encoded) -> Encoded:
@@ -342,6 +378,7 @@ class _Batch:
     base: int = 0  # the step of seqs' column 0
     allowed: Optional[torch.Tensor] = None  # per sentence: the target ids its shortlist allows, (n, V)
     prefix: Optional[torch.Tensor] = None  # per row: the ids its translation starts with, (rows, P), -1 after
+    coverage: Optional[torch.Tensor] = None  # per row: Σ_i α_ij so far (decode.coverage), (rows, S)
     _output: Optional[_Output] = field(default=None, init=False, repr=False)  # over their union
 
     _PER_ROW = ("state", "y", "scores", "lengths", "finished", "limit")  # reordered and gathered alike
@@ -355,6 +392,16 @@ class _Batch:
         if self.allowed is not None and self._output is None:
             self._output = _Output.of(model, self.allowed)
         return self._output
+
+    def covered_after(self, attn: torch.Tensor) -> torch.Tensor:
+        """Each row's coverage with this step's α_i added (a finished row's stays as it was)."""
+        step = attn.float().masked_fill(self.finished.unsqueeze(1), 0.0)
+        return step if self.coverage is None else self.coverage + step
+
+    def real_rows(self) -> torch.Tensor:
+        """(rows, S): True on each row's real source words."""
+        mask = self.enc.src_mask
+        return mask if mask.size(0) == self.n * self.K else mask.repeat_interleave(self.K, 0)
 
     def forced_words(self) -> Optional[torch.Tensor]:
         """Per row the next word of its prefix, or -1 (past its prefix, or finished); None: no
@@ -404,6 +451,10 @@ class _Batch:
         allowed = None  # both have shortlists or neither: one _Queue made them
         if self.allowed is not None and newcomers.allowed is not None:
             allowed = torch.cat([self.allowed, newcomers.allowed])
+        coverage = None  # widened to the joint source length, newcomers' rows zero
+        if self.coverage is not None:
+            coverage = self.coverage.new_zeros(self.coverage.size(0) + rows, enc.src_mask.size(1))
+            coverage[: self.coverage.size(0), : self.coverage.size(1)] = self.coverage
         prefix = None  # both have prefixes or neither, of one width: one stream made them
         if self.prefix is not None and newcomers.prefix is not None:
             prefix = torch.cat([self.prefix, newcomers.prefix])
@@ -411,16 +462,19 @@ class _Batch:
                       seqs=torch.cat([self.seqs, self.seqs.new_full((rows, width), PAD)]),
                       attn=attn, ids=self.ids + newcomers.ids, src_len=self.src_len + newcomers.src_len,
                       joined=self.joined + [self.now] * newcomers.n, base=self.base, allowed=allowed,
-                      prefix=prefix)
+                      prefix=prefix, coverage=coverage)
 
     def advance(self, origin: Optional[torch.Tensor], word: torch.Tensor, scores: torch.Tensor,
-                state: torch.Tensor, attn: Optional[torch.Tensor]) -> None:
+                state: torch.Tensor, attn: Optional[torch.Tensor], covered: Optional[torch.Tensor] = None
+                ) -> None:
         """One step: row r extends row origin[r] (None: itself, every row growing) with `word` to
         total log-probability `scores`; `state` and `attn` are the step's, row by row before the
         reordering."""
         def pick(t: torch.Tensor) -> torch.Tensor:
             return t if origin is None else t.index_select(0, origin)
 
+        if covered is not None:  # decode.coverage: this step's α_i joins the coverage of growing rows
+            self.coverage = pick(self.covered_after(covered))
         was_finished = pick(self.finished)  # all False where origin is None (greedy)
         self.lengths = pick(self.lengths) + (~was_finished).long()
         self.finished = was_finished | (word == EOS)
@@ -432,14 +486,17 @@ class _Batch:
             self.attn = torch.cat([pick(past), pick(attn).unsqueeze(1)], 1)
         self.seqs = torch.cat([pick(self.seqs), word.unsqueeze(1)], 1)
 
-    def results(self, done: torch.Tensor, alpha: float,
+    def results(self, done: torch.Tensor, ranking: Ranking,
                 n_best: int) -> Iterator[tuple[int, list[Hypothesis]]]:
         """(stream position, n-best hypotheses) of the sentences flagged in `done`."""
         K = self.K
         which = done.nonzero().squeeze(1)
         rows = (which.unsqueeze(1) * K + torch.arange(K, device=which.device)).view(-1)
         scores, lengths = self.scores.index_select(0, rows), self.lengths.index_select(0, rows)
-        norm = scores / lengths.clamp(min=1).float().pow(alpha) if alpha else scores
+        norm = ranking.normalised(scores, lengths.float())
+        if self.coverage is not None:
+            norm = norm + ranking.coverage(self.coverage.index_select(0, rows),
+                                           self.real_rows().index_select(0, rows))
         # finished hypotheses first (with early_stop, growing ones may still be in the beam)
         rank = norm.masked_fill(~self.finished.index_select(0, rows), float("-inf"))
         order = rank.view(-1, K).argsort(dim=1, descending=True)[:, :n_best]
@@ -477,4 +534,5 @@ class _Batch:
                       attn=None if self.attn is None else self.attn.index_select(0, rows)[:, cut:],
                       ids=pick(self.ids), src_len=pick(self.src_len), joined=joined, base=base,
                       allowed=None if self.allowed is None else self.allowed[sentences],
-                      prefix=None if self.prefix is None else self.prefix.index_select(0, rows))
+                      prefix=None if self.prefix is None else self.prefix.index_select(0, rows),
+                      coverage=None if self.coverage is None else self.coverage.index_select(0, rows))

@@ -79,6 +79,20 @@ def score_pairs(model, pairs: list[tuple[list[int], list[int]]], alpha: float, b
     return out
 
 
+def ranked_score(log_prob: float, tokens: int, rows: Optional[list[list[float]]], d) -> float:
+    """The search's ranking score with decode.length_penalty and decode.coverage (d, a
+    DecodeConfig): engine/accel/inflight.py's Ranking of a finished hypothesis, whose attention
+    `rows` (one a token, </s> last) give its coverage."""
+    from rnnsearch.engine.accel.inflight import Ranking
+
+    ranking = Ranking.of(d)
+    score = ranking.normalised(torch.tensor(log_prob), torch.tensor(float(tokens)))
+    if ranking.beta and rows:
+        covered = torch.tensor(rows).sum(0, keepdim=True)
+        score = score + ranking.coverage(covered, torch.ones_like(covered, dtype=torch.bool))[0]
+    return float(score)
+
+
 def normalised(log_prob: float, tokens: int, alpha: float) -> float:
     """The search's ranking score of a finished hypothesis of `tokens` tokens (</s> counted), in
     fp32 as the search computes it."""

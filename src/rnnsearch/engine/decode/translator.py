@@ -34,7 +34,7 @@ from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
 from rnnsearch.engine.decode.sampling import sample
-from rnnsearch.engine.decode.scoring import Score, normalised, score_pairs
+from rnnsearch.engine.decode.scoring import Score, normalised, ranked_score, score_pairs
 from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.precision import PrecisionProbe
 from rnnsearch.io import MissingFileError
@@ -310,6 +310,11 @@ class Translator:
         self.model.eval()
         if options.decode.sample:  # drawn, not searched for (engine/decode/sampling.py)
             return self._sample(pieces, options)
+        d = options.decode
+        if self.cfg.plain and (d.coverage or d.length_penalty != "power"):
+            raise ConfigError("coverage, length_penalty gnmt: the batched search's; not with plain: true")
+        if d.coverage and self.cfg.model.arch != "rnnsearch":
+            raise ConfigError("coverage: the penalty reads the attention, and an RNNencdec model has none")
         if self.cfg.plain:  # one sentence at a time, as Section 3.2 reads
             return [search_sentence(self.model, torch.tensor(p[::-1] if rev else p, device=self.device),
                                     options) for p in pieces]
@@ -429,9 +434,16 @@ class Translator:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             raw = score_pairs(self.model, pairs, d.alpha, batch_size, per_token, attention,
                               self.cfg.data.reverse_source)
-        return [Score(s, t, lp, len(tgt) + 1, normalised(lp, len(tgt) + 1, d.alpha),
-                      self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows)
-                for s, t, (_, tgt), (lp, token_lps, rows) in zip(sources, targets, pairs, raw)]
+        if d.coverage or d.length_penalty != "power":  # the search's ranking, penalties and all
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                covered = score_pairs(self.model, pairs, d.alpha, batch_size, attention=True,
+                                      reverse_source=self.cfg.data.reverse_source)
+            ranked = [ranked_score(lp, len(tgt) + 1, rows, d)
+                      for (_, tgt), (lp, _, rows) in zip(pairs, covered)]
+        else:
+            ranked = [normalised(lp, len(tgt) + 1, d.alpha) for (_, tgt), (lp, _, _) in zip(pairs, raw)]
+        return [Score(s, t, lp, len(tgt) + 1, rank, self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows)
+                for s, t, (_, tgt), (lp, token_lps, rows), rank in zip(sources, targets, pairs, raw, ranked)]
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
               links: str = "attention") -> list[Optional[list[list[float]]]]:
