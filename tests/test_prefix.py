@@ -33,7 +33,7 @@ def test_every_hypothesis_starts_with_its_prefix_and_scores_as_the_model_scores_
     for k, ids in enumerate(starts):
         assert all(h.tokens[: len(ids)] == ids for h in found[k])
         pairs = [(src[k][mask[k]].tolist(), h.tokens) for h in found[k]]
-        for h, (lp, _, _) in zip(found[k], score_pairs(model, pairs, alpha=1.0)):
+        for h, (lp, _, _) in zip(found[k], score_pairs(model, pairs)):
             assert h.log_prob == pytest.approx(lp, abs=1e-4)
         if not ids:  # no prefix: the free search's result
             assert [h.tokens for h in found[k]] == [h.tokens for h in free[k]]

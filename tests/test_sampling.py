@@ -64,7 +64,7 @@ def test_samples_score_as_the_model_scores_them_and_are_reproducible():
     tokens = lambda out: [[h.tokens for h in hs] for hs in out]  # noqa: E731
     assert tokens(drawn) == tokens(again) and tokens(drawn) != tokens(other)
     pairs = [(src[b][mask[b]].tolist(), h.tokens) for b, hs in enumerate(drawn) for h in hs]
-    scored = score_pairs(model, pairs, alpha=1.0)
+    scored = score_pairs(model, pairs)
     for h, (lp, _, _) in zip([h for hs in drawn for h in hs], scored):
         assert h.log_prob == pytest.approx(lp, abs=1e-4)
         assert h.score == pytest.approx(lp / (len(h.tokens) + 1), abs=1e-4)

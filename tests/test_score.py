@@ -9,7 +9,8 @@ from conftest import tiny_model
 
 import rnnsearch
 from rnnsearch.cli import main
-from rnnsearch.engine.decode.scoring import normalised, score_pairs
+from rnnsearch.config import DecodeConfig
+from rnnsearch.engine.decode.scoring import ranked_score, score_pairs
 from rnnsearch.nn import reference
 
 SOURCES = ["w3 w4 w1 w5 w9", "w2 w6 w5 w1 w7 w8", "w4 w4 w9", "w1", "w7 w2 w2 w5 w8 w0 w3"]
@@ -22,7 +23,7 @@ def test_log_probabilities_are_the_literal_references_log_likelihood(arch):
     rng = np.random.default_rng(0)
     pairs = [(rng.integers(4, 17, n).tolist(), rng.integers(4, 19, m).tolist())
              for n, m in ((5, 3), (2, 6), (7, 1), (3, 0), (1, 4))]
-    scored = score_pairs(model, pairs, alpha=1.0, batch_size=2, per_token=True)
+    scored = score_pairs(model, pairs, batch_size=2, per_token=True)
     for (src, tgt), (lp, tokens, _) in zip(pairs, scored):
         assert lp == pytest.approx(reference.log_likelihood(params, model.cfg, src, tgt), abs=1e-5)
         assert len(tokens) == len(tgt) + 1 and sum(tokens) == pytest.approx(lp, abs=1e-5)
@@ -56,7 +57,8 @@ def test_scores_do_not_depend_on_the_batch_and_carry_tokens_and_attention(revers
     # the reversal it learned scores far above a sentence left as it is
     kept = model.score(SOURCES, SOURCES, precision="fp32")
     assert sum(s.per_token for s in together) > sum(s.per_token for s in kept) + 1.0
-    assert normalised(-6.0, 3, 0.0) == -6.0 and normalised(-6.0, 3, 1.0) == pytest.approx(-2.0)
+    assert ranked_score(-6.0, 3, None, DecodeConfig(alpha=0.0)) == -6.0
+    assert ranked_score(-6.0, 3, None, DecodeConfig(alpha=1.0)) == pytest.approx(-2.0)
 
 
 def test_score_command_writes_json_lines_and_refuses_mismatched_files(reverse_model, tmp_path, capsys):

@@ -14,7 +14,7 @@ a word drawn from it:
 Each source is sampled ``decode.sample`` times; sentences are batched, every copy a row. The draws
 come from one generator seeded with ``decode.seed``, so the same input and options give the same
 samples. A sample's log_prob is under the model itself (not the reshaped distribution), its score
-that over its length**alpha, as the search's hypotheses are scored.
+that over its length penalty (decode.alpha, length_penalty), as the search scores hypotheses.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from rnnsearch.config import DecodeConfig
+from rnnsearch.engine.decode.scoring import ranked_score
 from rnnsearch.nn.model import BOS, EOS, PAD
 from rnnsearch.nn.search import Hypothesis
 
@@ -72,17 +73,17 @@ def sample(model, src: torch.Tensor, src_mask: torch.Tensor, d: DecodeConfig, ge
             attention.append(alpha)
         ended = ended | (drawn == EOS)
         y = drawn
-    return _hypotheses(torch.stack(words, 1), log_prob, attention, src_mask.sum(1).tolist(), n, d.alpha)
+    return _hypotheses(torch.stack(words, 1), log_prob, attention, src_mask.sum(1).tolist(), n, d)
 
 
 def _hypotheses(words: torch.Tensor, log_prob: torch.Tensor, attention: list[torch.Tensor],
-                src_len: list[int], n: int, alpha: float) -> list[list[Hypothesis]]:
+                src_len: list[int], n: int, d: DecodeConfig) -> list[list[Hypothesis]]:
     """Each row's words (up to </s>), scores and attention rows, n rows a sentence."""
     out: list[list[Hypothesis]] = []
     att = torch.stack(attention, 1) if attention else None  # (rows, steps, S)
     for r, (seq, lp) in enumerate(zip(words.tolist(), log_prob.tolist())):
         length = seq.index(EOS) + 1  # </s> counted, as the search counts it
-        score = lp / length ** alpha if alpha else lp
+        score = ranked_score(lp, length, None, d)  # no coverage penalty: nothing searched for
         rows = att[r, :length, : src_len[r // n]].tolist() if att is not None else None
         if r % n == 0:
             out.append([])

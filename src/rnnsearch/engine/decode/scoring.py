@@ -50,7 +50,7 @@ class Score:
 
 
 @torch.no_grad()
-def score_pairs(model, pairs: list[tuple[list[int], list[int]]], alpha: float, batch_size: int = 64,
+def score_pairs(model, pairs: list[tuple[list[int], list[int]]], batch_size: int = 64,
                 per_token: bool = False, attention: bool = False, reverse_source: bool = False
                 ) -> list[tuple[float, Optional[list[float]], Optional[list[list[float]]]]]:
     """(log p(y | x), per-token log-probabilities or None, attention rows or None) of each
@@ -80,9 +80,10 @@ def score_pairs(model, pairs: list[tuple[list[int], list[int]]], alpha: float, b
 
 
 def ranked_score(log_prob: float, tokens: int, rows: Optional[list[list[float]]], d) -> float:
-    """The search's ranking score with decode.length_penalty and decode.coverage (d, a
-    DecodeConfig): engine/accel/inflight.py's Ranking of a finished hypothesis, whose attention
-    `rows` (one a token, </s> last) give its coverage."""
+    """The search's ranking score of a finished hypothesis of `tokens` tokens (</s> counted), in
+    fp32 as the search computes it: engine/accel/inflight.py's Ranking with d's (a DecodeConfig)
+    alpha, length_penalty and coverage, the attention `rows` (one a token, </s> last) giving the
+    coverage."""
     from rnnsearch.engine.accel.inflight import Ranking
 
     ranking = Ranking.of(d)
@@ -91,11 +92,3 @@ def ranked_score(log_prob: float, tokens: int, rows: Optional[list[list[float]]]
         covered = torch.tensor(rows).sum(0, keepdim=True)
         score = score + ranking.coverage(covered, torch.ones_like(covered, dtype=torch.bool))[0]
     return float(score)
-
-
-def normalised(log_prob: float, tokens: int, alpha: float) -> float:
-    """The search's ranking score of a finished hypothesis of `tokens` tokens (</s> counted), in
-    fp32 as the search computes it."""
-    if not alpha:
-        return log_prob
-    return float(torch.tensor(log_prob) / torch.tensor(float(max(1, tokens))).pow(alpha))

@@ -34,7 +34,7 @@ from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
 from rnnsearch.engine.decode.sampling import sample
-from rnnsearch.engine.decode.scoring import Score, normalised, ranked_score, score_pairs
+from rnnsearch.engine.decode.scoring import Score, ranked_score, score_pairs
 from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.precision import PrecisionProbe
 from rnnsearch.io import MissingFileError
@@ -432,18 +432,12 @@ class Translator:
         pairs = [(self.source_ids(s), self.target_ids(t)) for s, t in zip(sources, targets)]
         precision = self.precision.resolve(d.precision)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            raw = score_pairs(self.model, pairs, d.alpha, batch_size, per_token, attention,
+            # the attention rows also where the coverage penalty reads them
+            raw = score_pairs(self.model, pairs, batch_size, per_token, attention or d.coverage > 0,
                               self.cfg.data.reverse_source)
-        if d.coverage or d.length_penalty != "power":  # the search's ranking, penalties and all
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-                covered = score_pairs(self.model, pairs, d.alpha, batch_size, attention=True,
-                                      reverse_source=self.cfg.data.reverse_source)
-            ranked = [ranked_score(lp, len(tgt) + 1, rows, d)
-                      for (_, tgt), (lp, _, rows) in zip(pairs, covered)]
-        else:
-            ranked = [normalised(lp, len(tgt) + 1, d.alpha) for (_, tgt), (lp, _, _) in zip(pairs, raw)]
-        return [Score(s, t, lp, len(tgt) + 1, rank, self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows)
-                for s, t, (_, tgt), (lp, token_lps, rows), rank in zip(sources, targets, pairs, raw, ranked)]
+        return [Score(s, t, lp, len(tgt) + 1, ranked_score(lp, len(tgt) + 1, rows, d),
+                      self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows if attention else None)
+                for s, t, (_, tgt), (lp, token_lps, rows) in zip(sources, targets, pairs, raw)]
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
               links: str = "attention") -> list[Optional[list[list[float]]]]:
