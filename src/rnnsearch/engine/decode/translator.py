@@ -257,12 +257,12 @@ class Translator:
         """translate_n_best with its options `d` checked."""
         links, n_best = self.link_rows(d.links), d.sample or d.n_best
         sentences = list(sentences)
-        forced = None if prefixes is None else self._prefix_ids(sentences, prefixes, d)
+        sources = [self.source_ids(text) for text in sentences]  # reading-order token ids
+        forced = None if prefixes is None else self._prefix_ids(sources, prefixes, d)
         pieces: list[list[int]] = []  # reading-order token ids of every piece
         owner: list[int] = []  # the sentence each piece belongs to
         starts: list[list[int]] = []  # the target ids each piece's translation starts with
-        for k, text in enumerate(sentences):
-            ids = self.source_ids(text)
+        for k, ids in enumerate(sources):
             for start in range(0, len(ids), d.max_source_len):
                 pieces.append(ids[start:start + d.max_source_len])
                 owner.append(k)
@@ -358,21 +358,22 @@ class Translator:
 
     def check_prefixes(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig) -> None:
         """ConfigError where translate would refuse these prefixes (serve checks a request so)."""
-        self._prefix_ids(sentences, prefixes, d)
+        self._prefix_ids([self.source_ids(text) for text in sentences], prefixes, d)
 
-    def _prefix_ids(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig
+    def _prefix_ids(self, sources: list[list[int]], prefixes: list[Optional[str]], d: DecodeConfig
                     ) -> list[list[int]]:
         """The target ids each sentence's translation must start with ([]: none), checked: one
-        prefix a sentence, only where the in-flight search runs, shorter than the length limit."""
-        if len(prefixes) != len(sentences):
-            raise ConfigError(f"prefix: {len(prefixes)} prefixes for {len(sentences)} sentences")
+        prefix a sentence (`sources`: their token ids), only where the in-flight search runs,
+        within the length limit."""
+        if len(prefixes) != len(sources):
+            raise ConfigError(f"prefix: {len(prefixes)} prefixes for {len(sources)} sentences")
         off = [why for why, on in (("plain: true", self.cfg.plain), ("--sample", d.sample > 0),
                                    ("--shortlist", self.shortlist is not None)) if on]
         if off:
             raise ConfigError(f"prefix: not with {off[0]} (the batched search forces prefixes)")
         ids = [self.target_ids(p) if p else [] for p in prefixes]
-        for k, (text, forced) in enumerate(zip(sentences, ids)):
-            first = min(len(self.source_ids(text)), d.max_source_len)
+        for k, (source, forced) in enumerate(zip(sources, ids)):
+            first = min(len(source), d.max_source_len)
             if forced and not first:
                 raise ConfigError(f"prefix of sentence {k + 1}: the sentence is empty: nothing to translate")
             limit = int(torch.tensor(float(first)) * d.max_len_ratio) + 10  # the search's, in fp32
