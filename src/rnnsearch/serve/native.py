@@ -88,19 +88,7 @@ def loads(text: str | bytes) -> Any:
 def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
     """Validate a /translate body; raises RequestError naming the field at fault. `models`: the
     loaded models (models.Served) by name, the first the default model."""
-    if len(raw) > limits.max_body:
-        raise RequestError(413, f"request body over {limits.max_body:,} bytes")
-    try:
-        body = loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise RequestError(400, "request body is not UTF-8") from None
-    except json.JSONDecodeError as e:
-        raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(body, dict):
-        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:
-        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})", unknown[0])
+    body = _object(raw, limits, FIELDS)
     if ("text" in body) == ("texts" in body):
         raise RequestError(422, "give exactly one of 'text' (a string) or 'texts' (a list of strings)",
                            "text" if "text" in body else None)
@@ -116,10 +104,7 @@ def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
             raise RequestError(422, f"texts has {len(items)} sentences; the limit is {limits.max_sentences}",
                                "texts")
         texts, single = [_sentence(t, f"texts[{i}]", limits) for i, t in enumerate(items)], False
-    model = body.get("model", next(iter(models)))
-    if not isinstance(model, str) or model not in models:
-        raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, models))}, "
-                                f"got {json.dumps(model)}", "model")
+    model = _model_name(body, models)
     decode = _decoding(body, models[model], limits)
     flags = {}
     for key in ("attention", "alignment"):
@@ -244,16 +229,7 @@ async def read_body(request, limits: Limits) -> bytes:
 def parse_score(raw: bytes, limits: Limits, models: dict[str, Any]
                 ) -> tuple[list[str], list[str], bool, str, bool]:
     """Validate a /score body: (sources, targets, per_token, model name, single)."""
-    try:
-        body = loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise RequestError(400, "request body is not UTF-8 JSON") from None
-    if not isinstance(body, dict):
-        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
-    fields = ("source", "target", "sources", "targets", "per_token", "model")
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(fields)})", unknown[0])
+    body = _object(raw, limits, ("source", "target", "sources", "targets", "per_token", "model"))
     single = "source" in body or "target" in body
     keys = ("source", "target") if single else ("sources", "targets")
     if not all(k in body for k in keys) or (single and ("sources" in body or "targets" in body)):
@@ -272,11 +248,45 @@ def parse_score(raw: bytes, limits: Limits, models: dict[str, Any]
     per_token = body.get("per_token", False)
     if not isinstance(per_token, bool):
         raise RequestError(422, "per_token must be true or false", "per_token")
+    return sources, targets, per_token, _model_name(body, models), single
+
+
+def _object(raw: bytes, limits: Limits, fields: tuple[str, ...]) -> dict:
+    """A request body as a JSON object of only `fields`; RequestError naming what is wrong."""
+    if len(raw) > limits.max_body:
+        raise RequestError(413, f"request body over {limits.max_body:,} bytes")
+    try:
+        body = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RequestError(400, "request body is not UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(body, dict):
+        raise RequestError(422, f"expected a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise RequestError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(fields)})", unknown[0])
+    return body
+
+
+def _model_name(body: dict, models: dict[str, Any]) -> str:
+    """The request's "model": a loaded model's name (default: the first)."""
     model = body.get("model", next(iter(models)))
     if not isinstance(model, str) or model not in models:
         raise RequestError(422, f"model must be one of {', '.join(map(json.dumps, models))}, "
                                 f"got {json.dumps(model)}", "model")
-    return sources, targets, per_token, model, single
+    return model
+
+
+def _refused(request, guard):
+    """The 403/429 answer where the key or rate guard turns the request away, else None."""
+    from rnnsearch.serve.guard import client_address
+
+    denial = guard.admit(bearer_key(request), client_address(request))
+    if denial is None:
+        return None
+    headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
+    return error(403 if denial.kind == "key" else 429, denial.message, None, headers)
 
 
 async def native_score(request, models, limits: Limits, guard):
@@ -287,17 +297,15 @@ async def native_score(request, models, limits: Limits, guard):
 
     from starlette.responses import JSONResponse
 
-    from rnnsearch.serve.guard import client_address
 
     try:
         sources, targets, per_token, name, single = parse_score(await read_body(request, limits), limits,
                                                                 models.by_name)
     except RequestError as e:
         return error(e.status, e.message, e.field)
-    denial = guard.admit(bearer_key(request), client_address(request))
-    if denial is not None:
-        headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
-        return error(403 if denial.kind == "key" else 429, denial.message, None, headers)
+    refused = _refused(request, guard)
+    if refused is not None:
+        return refused
     served = models.by_name[name]
     score = functools.partial(served.translator.score, sources, targets, served.decode, per_token=per_token,
                               batch_size=limits.max_batch)
@@ -316,7 +324,6 @@ async def native_translate(request, raw: bytes, models, limits: Limits, guard):
     """POST /translate with a native body: validate, check key and rate, queue, answer."""
     from starlette.responses import JSONResponse
 
-    from rnnsearch.serve.guard import client_address
 
     try:
         # links a model cannot give are refused here, before queueing: in a batch they would
@@ -325,11 +332,9 @@ async def native_translate(request, raw: bytes, models, limits: Limits, guard):
     except RequestError as e:
         return error(e.status, e.message, e.field)
     served = models.by_name[query.model]
-    denial = guard.admit(bearer_key(request), client_address(request))
-    if denial is not None:
-        status = 403 if denial.kind == "key" else 429
-        headers = {"Retry-After": str(denial.retry_after)} if denial.retry_after else None
-        return error(status, denial.message, None, headers)
+    refused = _refused(request, guard)
+    if refused is not None:
+        return refused
     batcher = served.batcher
     try:
         results = await batcher.submit(query)
