@@ -1,3 +1,4 @@
+import contextlib
 import os
 import random
 from pathlib import Path
@@ -69,6 +70,22 @@ def browser_or_skip():
         pytest.skip("no chromium on this machine: the browser tests drive Debian's chromium "
                     "(apt-get install chromium; .ci/run installs it)")
     return sync_api, path
+
+
+@contextlib.contextmanager
+def browser_page(url: str):
+    """A page of headless Chromium at `url` (or the test skipped, as browser_or_skip says), closed after."""
+    sync_api, chromium = browser_or_skip()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page()
+            page.goto(url)
+            yield page
+        finally:
+            browser.close()
 
 
 TEST_DEVICE = os.environ.get("RNNSEARCH_TEST_DEVICE", "cpu")

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import browser_or_skip
+from conftest import browser_page
 from test_translate import word_model
 
 import rnnsearch
@@ -99,16 +99,10 @@ def test_translate_writes_the_trace_and_refuses_bad_use(reverse_model, tmp_path,
 
 
 def test_clicking_a_tree_node_lights_up_its_attention_row(reverse_model, tmp_path):
-    sync_api, chromium = browser_or_skip()
     model = rnnsearch.load(reverse_model, device="cpu")
     records = beam_traces(model, ["w1 w2 w3 w4", "w5 w6 w7"], beam=3)
     page_path = write_explorer(tmp_path / "tree.html", records)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
-        page = browser.new_page()
-        page.goto(page_path.as_uri())
+    with browser_page(page_path.as_uri()) as page:
         steps = records[0]["steps"]
         assert page.locator("#tree").is_visible()
         nodes = page.locator("#tree .node")
@@ -138,4 +132,3 @@ def test_clicking_a_tree_node_lights_up_its_attention_row(reverse_model, tmp_pat
         page.goto(write_explorer(tmp_path / "plain.html", [{k: records[0][k] for k in
                                                            ("source", "target", "weights")}]).as_uri())
         assert not page.locator("#tree").is_visible()
-        browser.close()

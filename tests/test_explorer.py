@@ -1,7 +1,7 @@
 """The alignment explorer page, checked in a real headless browser (Debian chromium + Playwright)."""
 
 import pytest
-from conftest import browser_or_skip
+from conftest import browser_page
 
 from rnnsearch.tools.explorer import explorer_html, write_explorer
 
@@ -29,14 +29,8 @@ def test_page_is_self_contained_and_escapes_data():
 
 
 def test_clicking_words_highlights_their_attention(tmp_path):
-    sync_api, chromium = browser_or_skip()
     page_path = write_explorer(tmp_path / "explorer.html", RECORDS)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
-        page = browser.new_page()
-        page.goto(page_path.as_uri())  # works from file://
+    with browser_page(page_path.as_uri()) as page:  # works from file://
         assert page.locator("#counter").inner_text() == "sentence 1 / 2"
         # click 昨天: the shown weights are its attention row, and "yesterday" is darkest
         page.locator('.tok[data-side="target"][data-index="1"]').click()
@@ -60,4 +54,3 @@ def test_clicking_words_highlights_their_attention(tmp_path):
         page.locator("body").press("ArrowLeft")
         page.evaluate("() => document.fonts.ready")
         assert page.evaluate("() => document.fonts.check('16px rnnsearch-cjk', '昨天')")  # embedded, no tofu
-        browser.close()

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("starlette", reason="serve needs starlette (pip install -e '.[test]')")
 uvicorn = pytest.importorskip("uvicorn", reason="serve needs uvicorn (pip install -e '.[test]')")
 
-from conftest import browser_or_skip  # noqa: E402
+from conftest import browser_page  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
 from rnnsearch.config import ConfigError  # noqa: E402
@@ -316,13 +316,9 @@ def test_a_failing_batch_is_a_500_and_the_server_lives_on(translator):
 
 
 def test_live_page_in_a_browser(live):
-    sync_api, chromium = browser_or_skip()
     answer = live.request("/translate", {"text": "w1 w2 w3", "attention": True})[2]
     expected = answer["translation"]["attention"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
-        page.goto(live.url + "/")
+    with browser_page(live.url + "/") as page:
         page.fill("#input", "w1 w2 w3")
         page.click("#go")
         page.wait_for_selector('.tok[data-side="target"]')
@@ -336,7 +332,6 @@ def test_live_page_in_a_browser(live):
         page.fill("#input", "w1 " * 150)  # over the server's 200-character limit: the error is shown
         page.click("#go")
         page.wait_for_function("document.getElementById('status').textContent.includes('limit')")
-        browser.close()
 
 
 @pytest.mark.parametrize("route", ["/translate", "/detect", "/v2/translate", "/v2/languages", "/v2/usage"])
