@@ -147,7 +147,7 @@ def model_bleu(model: Path, src: str, ref: str, device: str = "cpu", beam: int =
     import sacrebleu
 
     from rnnsearch.engine.checkpoint import load_weights
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     sources = Path(src).read_text(encoding="utf-8").splitlines()
     refs = Path(ref).read_text(encoding="utf-8").splitlines()
@@ -308,7 +308,7 @@ def attention_aer(model: Path, paths: dict, data: Path, reverse: Path | None = N
     of this script whose models join these (model/, and model_en_fr/ with a reverse model), their
     weights averaged with these."""
     from rnnsearch.engine.align.links import attention_links, word_attention
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     gold = data / "hansards_naacl2003_align_gold"
     models = {"fwd": [load(d, device=device) for d in (model, *(w / model.name for w in ensemble))]}

@@ -23,7 +23,7 @@ from pathlib import Path
 # (section, [(qualified import path, name shown)]) — the public API, in reading order.
 API = [
     ("Translate with a trained model", [
-        ("rnnsearch.engine.decode.translator.load", "load"),
+        ("rnnsearch.engine.decode.loading.load", "load"),
         ("rnnsearch.engine.decode.translator.Translator", "Translator"),
         ("rnnsearch.engine.decode.translator.Translator.translate", "Translator.translate"),
         ("rnnsearch.engine.decode.translator.Translator.translate_n_best", "Translator.translate_n_best"),

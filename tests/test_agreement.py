@@ -127,7 +127,7 @@ def test_joint_run_resumes_to_the_same_weights_of_both_directions(tmp_path):
 
 
 def test_joint_training_trains_both_directions_and_align_reads_the_pair(tmp_path):
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.tools.toy import toy_pairs
 
     cfg = toy_config(tmp_path, "joint", max_epochs=30, stop_valid_loss=0.01, batch_size=16, agreement=1.0,

@@ -357,7 +357,7 @@ def test_saliency_rows_are_gradient_times_input_of_each_sentence_alone(reverse_m
     from conftest import TOY
 
     from rnnsearch.engine.data.vocab import BOS, EOS
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.tools.toy import toy_pairs
 
     translator = load(reverse_model, device="cpu")
@@ -399,7 +399,7 @@ def test_saliency_mean_is_the_mean_of_the_attention_and_the_saliency(reverse_mod
     import numpy as np
     from conftest import TOY
 
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.tools.toy import toy_pairs
 
     translator = load(reverse_model, device="cpu")

@@ -274,7 +274,7 @@ def test_unknown_characters_and_empty_lines_never_crash(models, tmp_path, capsys
 
 
 def test_a_100k_character_line_is_translated_in_pieces(models, tmp_path):
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     model = load(models["bpe"], device="cpu")
     start = time.time()

@@ -236,7 +236,7 @@ def test_hansards_aer_scores_saliency_and_snapshot_weights_beside_the_attention(
     import shutil
 
     from rnnsearch.engine.checkpoint import save_weights
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     model = tmp_path / "model"
     shutil.copytree(reverse_model, model)
@@ -425,7 +425,7 @@ def test_tag_accuracy_counts_exact_spans():
 def test_decoding_profile_writes_its_table_beside_the_training_one(reverse_model, tmp_path):
     import argparse
 
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     translator = load(reverse_model, device="cpu")
     sources, _ = toy_pairs(6, "reverse", seed=2, **TOY)

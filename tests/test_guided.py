@@ -98,7 +98,7 @@ def diagonal_links(cfg, path: Path) -> Path:
 def attention_on(model_dir: Path, cfg) -> list[np.ndarray]:
     """Each validation pair's teacher-forced attention (target words x source words)."""
     from rnnsearch.engine.data.parallel import ParallelData, collate
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     translator = load(model_dir, device="cpu")
     srcs = Path(cfg.data.valid_src).read_text(encoding="utf-8").splitlines()
@@ -305,7 +305,7 @@ def test_guided_head_learns_the_links_and_translations_read_their_links_from_it(
     """The diagonal links that contradict the reversal task, taught to the head (alone, or with
     the future and the refiner): the head follows them, the attention is left to the task, and a
     translation's links are the head's."""
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
     # 1,200 steps (32 epochs), not 400: the head starts from nothing (seed 2 had 0.41 at 400)
@@ -405,7 +405,7 @@ def test_the_saved_shift_links_translations_alignments_and_serve_by_its_row(tmp_
     Translation.alignment link y_i by α_{i+1}; --alignment-shift and --shift still override it."""
     from rnnsearch.cli import main
     from rnnsearch.engine.align.links import attention_links, format_pharaoh, parse_pharaoh, word_attention
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     links = diagonal_links(toy_config(tmp_path), tmp_path / "d.txt")
     cfg = toy_config(tmp_path, guided_alignment=str(links), guided_alignment_shift=1, max_steps=60)

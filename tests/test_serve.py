@@ -20,8 +20,8 @@ from conftest import browser_page  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
 from rnnsearch.config import ConfigError  # noqa: E402
+from rnnsearch.engine.decode.loading import load  # noqa: E402
 from rnnsearch.engine.decode.markup import parse, transfer  # noqa: E402
-from rnnsearch.engine.decode.translator import load  # noqa: E402
 from rnnsearch.serve import Limits, create_app  # noqa: E402
 
 

@@ -29,7 +29,7 @@ requests = pytest.importorskip("requests", reason="pip install -e '.[test]'")
 from conftest import toy_config  # noqa: E402
 from serving import LiveServer, Slow  # noqa: E402
 
-from rnnsearch.engine.decode.translator import load  # noqa: E402
+from rnnsearch.engine.decode.loading import load  # noqa: E402
 from rnnsearch.engine.train.trainer import train  # noqa: E402
 from rnnsearch.io import DataError  # noqa: E402
 from rnnsearch.serve import Access, Limits, create_app  # noqa: E402

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from serving import LiveServer  # noqa: E402
 
-from rnnsearch.engine.decode.translator import load  # noqa: E402
+from rnnsearch.engine.decode.loading import load  # noqa: E402
 from rnnsearch.serve import Access, Limits, create_app  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RNNSEARCH_FUZZ_EXAMPLES", "150"))

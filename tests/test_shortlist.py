@@ -12,7 +12,8 @@ import torch
 from rnnsearch.cli import main
 from rnnsearch.engine.accel.shortlist import Shortlist, build_shortlist, load_shortlist
 from rnnsearch.engine.data.vocab import BOS, EOS, PAD, UNK
-from rnnsearch.engine.decode.translator import Translator, load
+from rnnsearch.engine.decode.loading import load
+from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.io import DataError
 
 

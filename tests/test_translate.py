@@ -208,7 +208,7 @@ def _fake_decode(monkeypatch, tokens: list[int], rows: list[list[float]]):
     from rnnsearch.engine.decode.translator import Translator
     from rnnsearch.nn.search import Hypothesis
 
-    def decode(self, pieces, options, batch_size, graphs=True, workers=1, prefixes=None):
+    def decode(self, pieces, options, batch_size, graphs=True, workers=1, prefixes=None, constraints=None):
         rev = self.cfg.data.reverse_source
         attention = [row[::-1] if rev else row for row in rows]  # as the model read the source
         return [[Hypothesis(list(tokens), -1.0, -2.0, attention if options.with_attention else None)]

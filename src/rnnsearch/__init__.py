@@ -9,7 +9,8 @@
 """
 
 from rnnsearch.config import Config, load_config
-from rnnsearch.engine.decode.translator import Translation, Translator, load
+from rnnsearch.engine.decode.loading import load
+from rnnsearch.engine.decode.translator import Translation, Translator
 from rnnsearch.engine.train.trainer import Trainer, train
 from rnnsearch.nn.model import RNNencdec, RNNsearch, build_model
 

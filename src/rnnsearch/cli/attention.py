@@ -39,7 +39,7 @@ def attention_records(args) -> tuple[list[int], list[dict]]:
     """Attention of the chosen input lines (translated, or forced to --target), word-level
     unless --subwords. Returns (1-based line numbers, records in the SPEC JSON form)."""
     from rnnsearch.engine.align.links import merge_subwords
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.io import read_lines
 
     model = load(args.model, device=args.device)
@@ -84,7 +84,7 @@ def traced_records(args) -> list[dict]:
     """explore --beam-trace: the chosen lines' beam searches (engine/decode/beamtrace.py), each
     with the best translation's attention."""
     from rnnsearch.engine.decode.beamtrace import beam_traces
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     if args.target:
         raise ConfigError("explore: --beam-trace draws the search for a translation, and --target gives "
@@ -162,7 +162,7 @@ def _word_attention(model_dirs: list[str], sources: list[str], targets: list[str
     row that links y_i in it: --shift, else the one the models were guided with (their
     Translator.link_shift, which must agree)."""
     from rnnsearch.engine.align.links import mean_weights, word_attention
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     links, runs, shifts = links_of(args, "align"), [], set()
     for d in model_dirs:

@@ -32,7 +32,7 @@ def add_score(sub) -> None:
 
 
 def cmd_score(args) -> None:
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     sources, targets = read_lines(args.src), read_lines(args.tgt)
     if len(sources) != len(targets):

@@ -122,7 +122,7 @@ def add_quickstart(sub) -> None:
 
 def cmd_quickstart(args) -> None:
     from rnnsearch.config import config_from_dict
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.engine.train.trainer import train
     from rnnsearch.tools.toy import write_toy_corpus
 

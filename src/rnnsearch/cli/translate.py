@@ -18,7 +18,9 @@ log = logging.getLogger("rnnsearch")
 
 def add_translate(sub) -> None:
     p = sub.add_parser("translate", help="translate lines from stdin or a file")
-    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--model", required=True, action="append",
+                   help="model directory; repeat it (or join directories by commas) for an ensemble: the "
+                   "models' probabilities averaged at every step (docs/decoding.md, \"Ensembles\")")
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam)")
@@ -37,6 +39,10 @@ def add_translate(sub) -> None:
                    help="GNMT's coverage penalty β Σ_j log min(Σ_i α_ij, 1) in the ranking (default 0: none)")
     p.add_argument("--prefix", metavar="FILE",
                    help="line k: the words translation k must start with (as many lines as the input)")
+    p.add_argument("--constraints", metavar="FILE",
+                   help="line k: the phrases translation k must contain, tab-separated (an empty line: "
+                   "none), by dynamic beam allocation (engine/decode/constraints.py; best with --beam above "
+                   "the number of constraint pieces)")
     add_batching(p)
     p.add_argument("--attention", metavar="FILE.jsonl",
                    help="write attention of the best hypotheses as JSON lines")
@@ -74,7 +80,8 @@ def add_translate(sub) -> None:
 
 def cmd_translate(args) -> None:
     from rnnsearch.engine.decode.beamtrace import beam_traces, write_beam_traces
-    from rnnsearch.engine.decode.translator import load, write_attention_jsonl
+    from rnnsearch.engine.decode.loading import load
+    from rnnsearch.engine.decode.translator import write_attention_jsonl
 
     if args.lexicon and not args.replace_unk:
         raise ConfigError("translate: --lexicon is the table of --replace-unk: give both")
@@ -92,17 +99,22 @@ def cmd_translate(args) -> None:
     linked = args.alignment or args.replace_unk or args.format == "html"  # these read the attention
     if linked and model.cfg.model.arch != "rnnsearch":
         flag_ = "--alignment" if args.alignment else "--replace-unk" if args.replace_unk else "--format html"
-        raise ConfigError(f"translate: {flag_} reads the attention, and {args.model} is an RNNencdec "
+        raise ConfigError(f"translate: {flag_} reads the attention, and {args.model[0]} is an RNNencdec "
                           "model: it has none")
     lines = read_input(args.input)
-    if args.beam_trace and (args.format == "html" or options.sample or getattr(args, "prefix", None)):
+    if args.beam_trace and (args.format == "html" or options.sample or args.prefix or args.constraints):
         raise ConfigError("translate: --beam-trace records the beam search of plain lines: not with "
-                          "--format html, --sample or --prefix")
+                          "--format html, --sample, --prefix or --constraints")
+    if args.format == "html" and (args.prefix or args.constraints):
+        raise ConfigError("translate: --format html translates the text between tags: not with --prefix "
+                          "or --constraints")
     traces = beam_traces(model, lines, options) if args.beam_trace else None  # a too long line: before output
     if args.format == "html":
         return write_output(args.output, translate_html(model, lines, args, lexicon, options))
     nbests = model.translate_n_best(lines, options, attention=bool(args.attention or linked),
-                                    prefixes=read_prefixes(args.prefix, len(lines)) if args.prefix else None)
+                                    prefixes=read_prefixes(args.prefix, len(lines)) if args.prefix else None,
+                                    constraints=read_constraints(args.constraints, len(lines))
+                                    if args.constraints else None)
     n_best = options.sample or options.n_best
     if args.replace_unk:
         nbests = [[t.replace_unk(lexicon, args.alignment_shift, model.cfg.data.lowercase) for t in nb]
@@ -130,6 +142,21 @@ def read_prefixes(path: str, count: int) -> list[Optional[str]]:
     if blank is not None:
         raise DataError(f"{path}, line {blank + 1}: an empty prefix (each line starts its translation)")
     return list(prefixes)
+
+
+def read_constraints(path: str, count: int) -> list[Optional[list[str]]]:
+    """--constraints FILE: one line per input line, its phrases tab-separated (an empty line: none)."""
+    lines = read_lines(path)
+    if len(lines) != count:
+        raise DataError(f"{path}: {len(lines):,} constraint lines for {count:,} input lines: one a line")
+    out: list[Optional[list[str]]] = []
+    for k, line in enumerate(lines, 1):
+        phrases = line.split("\t") if line.strip() else []
+        empty = next((n for n, p in enumerate(phrases, 1) if not p.strip()), None)
+        if empty is not None:
+            raise DataError(f"{path}, line {k}: phrase {empty} is empty (phrases are separated by one tab)")
+        out.append([p.strip() for p in phrases])
+    return out
 
 
 def write_output(path: Optional[str], lines: list[str]) -> None:
@@ -177,7 +204,9 @@ def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate",
                        help="translate a test set and score it with sacrebleu (BLEU, chrF, TER, by length; "
                        "paired significance tests between systems)")
-    p.add_argument("--model", action="append", help="model directory (repeat to compare systems)")
+    p.add_argument("--model", action="append",
+                   help="model directory (repeat to compare systems); directories joined by commas are "
+                   "one system, their ensemble (A,B)")
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--hyp", action="append", help="score this hypothesis file instead (repeatable)")
@@ -216,7 +245,7 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
     import time
 
     from rnnsearch.engine.decode.evaluate import no_unk_subset, score_corpus
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load, model_dirs
 
     systems = []
     tokenize = args.tokenize  # default: the first model's data.bleu_tokenize (13a, or zh for Chinese)
@@ -235,7 +264,8 @@ def _model_systems(args, src: list[str], ref: list[str]) -> tuple[list[tuple[dic
         translations = model.translate(src, options, attention=False)
         seconds = time.time() - start
         hyp = [t.text for t in translations]
-        entry = {"label": Path(model_dir).name, "model": str(model_dir), "beam": options.beam,
+        entry = {"label": "+".join(d.name for d in model_dirs(model_dir)), "model": str(model_dir),
+                 "beam": options.beam,
                  "precision": model.precision.resolve(options.precision), "quantize": args.quantize,
                  "shortlist": args.shortlist, "translate_seconds": round(seconds, 3),
                  "sentences_per_second": round(len(src) / max(seconds, 1e-9), 2)}

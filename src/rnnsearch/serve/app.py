@@ -183,7 +183,7 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, bea
         import uvicorn
     except ImportError:
         raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.serve.hosted import parse_model_spec
 
     translators = []

@@ -57,6 +57,7 @@ class Query:
     markup: list | None = None  # format html: each text's engine.markup.Marked (texts hold their plain text)
     model: str | None = None  # the native API's "model": the name of the loaded model asked for
     prefixes: list[str | None] | None = None  # per text the start its translation is forced through
+    constraints: list[list[str] | None] | None = None  # per text the phrases its translation must contain
 
 
 @dataclass
@@ -75,7 +76,8 @@ class _Job:
 
     @property
     def params(self) -> tuple:
-        return (astuple(self.decode), self.attention)
+        # constrained queries decode by their own search, apart from the others
+        return (astuple(self.decode), self.attention, self.query.constraints is not None)
 
 
 class QueueFull(Exception):
@@ -145,7 +147,9 @@ class Batcher:
                 texts = [t for j in live for t in j.query.texts]
                 prefixes = [p for j in live for p in (j.query.prefixes or [None] * len(j.query.texts))]
                 decode = replace(group[0].decode, batch_size=self.limits.max_batch)
-                extra = {"prefixes": prefixes} if any(p is not None for p in prefixes) else {}
+                extra: dict = {"prefixes": prefixes} if any(p is not None for p in prefixes) else {}
+                if group[0].query.constraints is not None:
+                    extra["constraints"] = [c for j in live for c in j.query.constraints or []]
                 try:
                     results = await loop.run_in_executor(
                         self.executor,

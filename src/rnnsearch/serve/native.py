@@ -9,7 +9,9 @@
                       "model" (the name of a loaded model; default: the first); "sample": N
                       translations drawn instead of searched for ("samples"), with "temperature",
                       "top_k", "top_p", "seed" (engine/decode/sampling.py); "prefix" (with "text") or
-                      "prefixes" (with "texts", a string or null each): the words a translation starts with
+                      "prefixes" (with "texts", a string or null each): the words a translation starts with;
+                      "constraints": the phrases a translation must contain (with "text": a list of
+                      strings; with "texts": one such list, or null, a text; engine/decode/constraints.py)
     POST /score       {"source": "...", "target": "..."} or {"sources": [...], "targets": [...]},
                       optional "per_token", "model": log p(target | source) as `rnnsearch score`
     GET  /            the attention explorer as a live page (type, translate, click words)
@@ -35,7 +37,8 @@ log = logging.getLogger("rnnsearch")
 SAMPLING = ("sample", "temperature", "top_k", "top_p", "seed")
 # the fields that are config.DecodeConfig's options
 DECODING = ("beam", "n_best", "links", "length_penalty", "coverage", *SAMPLING)
-FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model", "prefix", "prefixes")
+FIELDS = ("text", "texts", *DECODING, "attention", "alignment", "format", "model", "prefix", "prefixes",
+          "constraints")
 
 
 class RequestError(Exception):
@@ -123,7 +126,33 @@ def parse_request(raw: bytes, limits: Limits, models: dict[str, Any]) -> Query:
     prefixes = _prefixes(body, texts, single, models[model], decode, limits)
     if prefixes is not None and markup is not None:
         raise RequestError(422, "prefix: not with format html", "prefix" if single else "prefixes")
-    return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model, prefixes)
+    constraints = _constraints(body, texts, single, models[model], decode, limits)
+    if constraints is not None and (markup is not None or prefixes is not None):
+        raise RequestError(422, f"constraints: not with {'format html' if markup else 'a prefix'}",
+                           "constraints")
+    return Query(texts, decode, flags["attention"], single, flags["alignment"], markup, model, prefixes,
+                 constraints)
+
+
+def _constraints(body: dict, texts: list[str], single: bool, served, decode, limits: Limits) -> list | None:
+    """The request's "constraints", checked as the Translator checks them."""
+    if "constraints" not in body:
+        return None
+    value = [body["constraints"]] if single else body["constraints"]
+    shape = "a list of strings" if single else f"a list of {len(texts)} (a list of strings or null each)"
+    if not isinstance(value, list) or len(value) != len(texts):
+        raise RequestError(422, f"constraints must be {shape}", "constraints")
+    for phrases in value:
+        if phrases is not None and (not isinstance(phrases, list) or
+                                    not all(isinstance(p, str) and p.strip() for p in phrases)):
+            raise RequestError(422, f"constraints must be {shape}, each string non-empty", "constraints")
+        for p in phrases or []:
+            _sentence(p, "constraints", limits)
+    try:
+        served.translator.check_constraints(texts, value, decode)
+    except ConfigError as e:
+        raise RequestError(422, str(e), "constraints") from None
+    return value
 
 
 def _prefixes(body: dict, texts: list[str], single: bool, served, decode, limits: Limits) -> list | None:
@@ -198,7 +227,9 @@ def font_text(translator) -> str:
 
 def model_info(translator, decode, limits: Limits) -> dict:
     """What GET /info reports: configuration, vocabulary sizes, parameters, decoding and limits."""
+    members = getattr(translator, "model_dirs", None)  # an ensemble (engine/decode/ensemble.py)
     return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
+            "ensemble": [str(d) for d in members] if members else None,
             "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
                       "target": len(translator.tgt_tok)},
             "parameters": translator.parameters, "device": str(translator.device),

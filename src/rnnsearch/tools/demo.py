@@ -192,7 +192,7 @@ def run_demo(out_dir: str | Path = "rnnsearch-demo", seed: int = 1, n_train: int
     attention JSON and results.json into `out_dir`. Returns the results. `overrides` are
     ``KEY=VALUE`` strings applied to `DEMO_SETTINGS`.
     """
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.engine.train.trainer import train
 
     started = time.time()

@@ -226,7 +226,7 @@ def _score_system(label: str, model_dir: Path, src: list[str], ref: list[str], b
                   trained_seconds: float) -> dict:
     """Score one trained pool model on the test set; returns its results entry."""
     from rnnsearch.engine.checkpoint import read_config
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
 
     cfg = read_config(model_dir)
     model = load(model_dir, device="cpu" if cfg.train.device == "auto" else cfg.train.device)

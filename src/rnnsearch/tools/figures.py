@@ -90,7 +90,7 @@ def access_map(arch: Literal["rnnsearch", "rnnencdec"], steps: int = 7, seed: in
 def trained_reverse_attention(out_dir: Path, seed: int = 0, epochs: int = 12) -> torch.Tensor:
     """Train a small RNNsearch to reverse 7-word sequences; attention on w1..w7."""
     from rnnsearch.config import config_from_dict
-    from rnnsearch.engine.decode.translator import load
+    from rnnsearch.engine.decode.loading import load
     from rnnsearch.engine.train.trainer import train
     from rnnsearch.tools.toy import write_toy_corpus
 

@@ -187,7 +187,8 @@ def search_stream(model, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]],
     in flight (taken again as sentences join or leave). A chunk's third tensor, if any: (B, P)
     prefixes, -1 padded, each hypothesis's only candidate while within its prefix."""
     grouped = step is None  # a stand-in step (model.step's arguments) gets K copies of each encoding
-    step = step or functools.partial(fast.step, model)
+    # an ensemble (engine/decode/ensemble.py) brings its own step, speedup.py's for all its models
+    step = step or getattr(model, "search_step", None) or functools.partial(fast.step, model)
     options = options or SearchOptions()
     d, neg_inf = options.decode, float("-inf")
     K, n_best, ranking = d.beam, d.n_best, Ranking.of(d)
@@ -287,6 +288,8 @@ def _beam_advance(live: _Batch, log_p: torch.Tensor, growing: Optional[torch.Ten
 def cat_encoded(first: Encoded, second: Encoded) -> Encoded:
     """Rows of `first`, then rows of `second`; the shorter source side padded (masked out) to the
     longer."""
+    if hasattr(first, "cat"):  # an ensemble's encodings (engine/decode/ensemble.py's Joint)
+        return first.cat(second)
     width = max(first.src_mask.size(1), second.src_mask.size(1))
 
     def join(a, b, along_source):

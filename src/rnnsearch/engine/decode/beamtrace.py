@@ -52,6 +52,9 @@ def beam_traces(translator, sentences: Iterable[str], options: Optional[DecodeCo
     if getattr(translator, "shortlist", None) is not None:
         raise ConfigError("beam trace: the traced search (nn/search.py) reads the whole output layer, not "
                           "a --shortlist: load the model without one")
+    if hasattr(translator, "members"):
+        raise ConfigError("beam trace: the traced search (nn/search.py) follows one model, not an "
+                          "ensemble: give one --model")
     search = SearchOptions(d, True, early_stop)
     precision = translator.precision.resolve(d.precision)
     translator.model.eval()

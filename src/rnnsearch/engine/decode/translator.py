@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,14 +30,12 @@ from rnnsearch.engine.align.links import (
 )
 from rnnsearch.engine.align.links import replace_unk as _replace_unk
 from rnnsearch.engine.align.saliency import saliency_rows
-from rnnsearch.engine.checkpoint import load_model_dir
 from rnnsearch.engine.data.parallel import iterate_sorted, normalize, pad
 from rnnsearch.engine.data.vocab import PAD
+from rnnsearch.engine.decode.constraints import constrained_search
 from rnnsearch.engine.decode.sampling import sample
 from rnnsearch.engine.decode.scoring import Score, ranked_score, score_pairs
-from rnnsearch.engine.distributed import resolve_device
 from rnnsearch.engine.precision import PrecisionProbe
-from rnnsearch.io import MissingFileError
 from rnnsearch.nn.search import SearchOptions, search_sentence
 
 
@@ -224,7 +222,9 @@ class Translator:
 
     def translate(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
                   attention: bool = True, early_stop: Optional[bool] = None,
-                  prefixes: Optional[list[Optional[str]]] = None, **overrides: Any) -> list[Translation]:
+                  prefixes: Optional[list[Optional[str]]] = None,
+                  constraints: Optional[list[Optional[list[str]]]] = None,
+                  **overrides: Any) -> list[Translation]:
         """Translate sentences: the best translation of each; an empty sentence gives an empty one.
 
         Options: `options` (default: the model's decode section) with `overrides`, any key of
@@ -232,46 +232,53 @@ class Translator:
         ConfigError naming it, as does an n_best or sample above 1 (:meth:`translate_n_best`). A
         source over ``max_source_len`` tokens is translated in consecutive pieces, joined.
         `early_stop`: see :func:`rnnsearch.nn.search.beam_search`. `prefixes`: per sentence the
-        text its translation must start with (None: free).
+        text its translation must start with (None: free). `constraints`: per sentence the phrases
+        its translation must contain (None or []: none; engine/decode/constraints.py).
         """
         d = self.options(options, **overrides)
         for key, value in (("n_best", d.n_best), ("sample", max(1, d.sample))):
             if value != 1:
                 raise ConfigError(f"{key}: translate gives one translation a sentence, got {value} "
                                   "(translate_n_best gives the n best)")
-        return [n_best[0] for n_best in self._translate(sentences, d, attention, early_stop, prefixes)]
+        return [n_best[0] for n_best in self._translate(sentences, d, attention, early_stop, prefixes,
+                                                        constraints)]
 
     def translate_n_best(self, sentences: Iterable[str], options: Optional[DecodeConfig] = None, *,
                          attention: bool = True, early_stop: Optional[bool] = None,
                          prefixes: Optional[list[Optional[str]]] = None,
+                         constraints: Optional[list[Optional[list[str]]]] = None,
                          **overrides: Any) -> list[list[Translation]]:
         """:meth:`translate`, with each sentence's ``n_best`` best translations, best first.
 
         The options are translate's, n_best among them; n_best 1 gives lists of one."""
         return self._translate(sentences, self.options(options, **overrides), attention, early_stop,
-                               prefixes)
+                               prefixes, constraints)
 
     def _translate(self, sentences: Iterable[str], d: DecodeConfig, attention: bool,
-                   early_stop: Optional[bool], prefixes: Optional[list[Optional[str]]] = None
-                   ) -> list[list[Translation]]:
+                   early_stop: Optional[bool], prefixes: Optional[list[Optional[str]]] = None,
+                   constraints: Optional[list[Optional[list[str]]]] = None) -> list[list[Translation]]:
         """translate_n_best with its options `d` checked."""
         links, n_best = self.link_rows(d.links), d.sample or d.n_best
         sentences = list(sentences)
         sources = [self.source_ids(text) for text in sentences]  # reading-order token ids
         forced = None if prefixes is None else self._prefix_ids(sources, prefixes, d)
+        phrases = None if constraints is None else self._constraint_ids(sources, constraints, d, prefixes)
         pieces: list[list[int]] = []  # reading-order token ids of every piece
         owner: list[int] = []  # the sentence each piece belongs to
         starts: list[list[int]] = []  # the target ids each piece's translation starts with
+        musts: list[list[list[int]]] = []  # the phrases each piece's translation must contain
         for k, ids in enumerate(sources):
-            for start in range(0, len(ids), d.max_source_len):
-                pieces.append(ids[start:start + d.max_source_len])
+            for n, piece in enumerate(self._split(ids, d.max_source_len)):
+                pieces.append(piece)
                 owner.append(k)
-                starts.append(forced[k] if forced is not None and start == 0 else [])
+                starts.append(forced[k] if forced is not None and n == 0 else [])
+                musts.append(phrases[k] if phrases is not None else [])
         precision = self.precision.resolve(d.precision)
         # bf16: the matrix products (the output layer above all) in bf16, the softmaxes in fp32
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             hyps = self._decode(pieces, SearchOptions(d, attention, early_stop), d.batch_size,
-                                workers=self.workers(d.workers), prefixes=starts if forced else None)
+                                workers=self.workers(d.workers), prefixes=starts if forced else None,
+                                constraints=musts if phrases is not None else None)
         out: list[list[Translation]] = [[Translation("", [], 0.0, [], [] if attention else None)
                                          for _ in range(n_best)] for _ in sentences]
         by_sentence: dict[int, list[int]] = {}
@@ -293,6 +300,17 @@ class Translator:
                 t.source, t.pieces_are_words, t.shift = text, word_vocab, shift
         return out
 
+    def _split(self, ids: list[int], limit: int) -> list[list[int]]:
+        """A source's ids in the consecutive pieces it is translated in, `limit` ids at most each."""
+        return [ids[start:start + limit] for start in range(0, len(ids), limit)]
+
+    def _source_batch(self, pieces: list[list[int]]) -> tuple[Any, Any]:
+        """Source pieces (reading order) as the model reads them: (src, src_mask), padded (an
+        ensemble's: a list of each, one a model)."""
+        rev = self.cfg.data.reverse_source
+        src = pad([p[::-1] if rev else p for p in pieces]).to(self.device)
+        return src, src != PAD
+
     def workers(self, workers: int = 0) -> int:
         """Searches to run at once: `workers` (decode.workers), 0 meaning one per intra-op thread;
         1 on a GPU, where one search already fills the device."""
@@ -301,11 +319,13 @@ class Translator:
         return workers or torch.get_num_threads()
 
     def _decode(self, pieces: list[list[int]], options: SearchOptions, batch_size: int,
-                graphs: bool = True, workers: int = 1, prefixes: Optional[list[list[int]]] = None) -> list:
+                graphs: bool = True, workers: int = 1, prefixes: Optional[list[list[int]]] = None,
+                constraints: Optional[list[list[list[int]]]] = None) -> list:
         """Beam search over source pieces (reading order), batched by length; n-best per piece.
         With `workers` > 1 the length-sorted batches are dealt out in turn to that many searches,
         each in a thread of its own (:func:`on_cores`). `prefixes`: per piece the target ids its
-        translation starts with."""
+        translation starts with; `constraints`: the phrases (target ids) it must contain, by
+        engine/decode/constraints.py's search."""
         rev = self.cfg.data.reverse_source
         self.model.eval()
         if options.decode.sample:  # drawn, not searched for (engine/decode/sampling.py)
@@ -333,28 +353,35 @@ class Translator:
 
         def search(share: list[list[int]]) -> list[tuple[int, list]]:
             """(piece, its n-best) for the pieces of these groups, decoded as one stream."""
+            if constraints is not None:  # dynamic beam allocation, a group at a time
+                return [(p, nbest) for group in share for p, nbest in zip(group, constrained_search(
+                    self.model, *self._source_batch([pieces[p] for p in group]),
+                    [constraints[p] for p in group], options))]
             order = [p for group in share for p in group]  # stream position -> piece
-
-            def chunks():
-                for group in share:
-                    src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
-                    if prefixes is None:
-                        yield src, src != PAD
-                        continue
-                    starts = torch.full((len(group), width), -1, dtype=torch.long)  # -1: past the prefix
-                    for row, p in enumerate(group):
-                        starts[row, : len(prefixes[p])] = torch.tensor(prefixes[p], dtype=torch.long)
-                    yield src, src != PAD, starts.to(self.device)
-
             return [(order[k], nbest) for k, nbest in search_stream(
-                self.model, chunks(), options, capacity=size, step=step, shortlist=allowed)]
+                self.model, self._chunks(pieces, share, prefixes), options, capacity=size, step=step,
+                shortlist=allowed)]
 
-        width = max((len(p) for p in prefixes), default=1) if prefixes is not None else 0
         hyps: list = [None] * len(pieces)
         shares = [groups[w::workers] for w in range(workers)]
         for p, nbest in (search(groups) if workers == 1 else on_cores(search, shares)):
             hyps[p] = nbest
         return hyps
+
+    def _chunks(self, pieces: list[list[int]], groups: list[list[int]],
+                prefixes: Optional[list[list[int]]]) -> Iterator[tuple]:
+        """The in-flight search's chunks: each group's (src, src_mask), and its (B, P) prefixes
+        (-1 past each one's end) where there are prefixes."""
+        width = max((len(p) for p in prefixes), default=1) if prefixes is not None else 0
+        for group in groups:
+            src, mask = self._source_batch([pieces[p] for p in group])
+            if prefixes is None:
+                yield src, mask
+                continue
+            starts = torch.full((len(group), width), -1, dtype=torch.long)
+            for row, p in enumerate(group):
+                starts[row, : len(prefixes[p])] = torch.tensor(prefixes[p], dtype=torch.long)
+            yield src, mask, starts.to(self.device)
 
     def check_prefixes(self, sentences: list[str], prefixes: list[Optional[str]], d: DecodeConfig) -> None:
         """ConfigError where translate would refuse these prefixes (serve checks a request so)."""
@@ -382,15 +409,52 @@ class Translator:
                                   f"may have at most {limit} before </s> (decode.max_len_ratio)")
         return ids
 
+    def check_constraints(self, sentences: list[str], constraints: list[Optional[list[str]]],
+                          d: DecodeConfig) -> None:
+        """ConfigError where translate would refuse these constraints (serve checks a request so)."""
+        self._constraint_ids([self.source_ids(text) for text in sentences], constraints, d)
+
+    def _constraint_ids(self, sources: list[list[int]], constraints: list[Optional[list[str]]],
+                        d: DecodeConfig, prefixes: Optional[list] = None) -> list[list[list[int]]]:
+        """Each sentence's phrases as target ids, checked: one list a sentence, no empty phrase,
+        only where the constrained search runs, within the sentence's length limit."""
+        if len(constraints) != len(sources):
+            raise ConfigError(f"constraints: {len(constraints)} lists for {len(sources)} sentences")
+        off = [why for why, on in (("plain: true", self.cfg.plain), ("--sample", d.sample > 0),
+                                   ("--shortlist", self.shortlist is not None),
+                                   ("--prefix", prefixes is not None)) if on]
+        if off:
+            raise ConfigError(f"constraints: not with {off[0]} (engine/decode/constraints.py's search)")
+        out = []
+        for k, (source, phrases) in enumerate(zip(sources, constraints)):
+            ids = [self.target_ids(p) for p in phrases or []]
+            empty = next((n for n, p in enumerate(ids) if not p), None)
+            if empty is not None:
+                raise ConfigError(f"constraints of sentence {k + 1}: phrase {empty + 1} is empty")
+            if ids and len(self._split(source, d.max_source_len)) > 1:
+                raise ConfigError(f"constraints of sentence {k + 1}: the sentence is longer than "
+                                  f"decode.max_source_len ({d.max_source_len}) and is translated in "
+                                  "pieces; constraints hold for one search: raise max_source_len")
+            if ids and not source:
+                raise ConfigError(f"constraints of sentence {k + 1}: the sentence is empty: nothing to "
+                                  "translate")
+            limit = int(torch.tensor(float(len(source))) * d.max_len_ratio) + 10  # the search's, in fp32
+            total = sum(len(p) for p in ids)
+            if total > limit:
+                raise ConfigError(f"constraints of sentence {k + 1}: {total} pieces, but its translation may "
+                                  f"have at most {limit} before </s> (decode.max_len_ratio)")
+            out.append(ids)
+        return out
+
     def _sample(self, pieces: list[list[int]], options: SearchOptions) -> list:
         """``decode.sample`` translations drawn for each source piece, batched by length, the draws
         from one generator seeded with ``decode.seed``."""
-        d, rev = options.decode, self.cfg.data.reverse_source
+        d = options.decode
         generator = torch.Generator(device=self.device).manual_seed(d.seed)
         hyps: list = [None] * len(pieces)
         for group in iterate_sorted(pieces, d.batch_size):
-            src = pad([pieces[p][::-1] if rev else pieces[p] for p in group]).to(self.device)
-            drawn = sample(self.model, src, src != PAD, d, generator, options.with_attention)
+            src, mask = self._source_batch([pieces[p] for p in group])
+            drawn = sample(self.model, src, mask, d, generator, options.with_attention)
             for p, samples in zip(group, drawn):
                 hyps[p] = samples
         return hyps
@@ -513,48 +577,6 @@ def on_cores(work: Callable[[Any], list], shares: list) -> list:
             return [item for part in pool.map(one, shares) for item in part]
     finally:
         torch.set_num_threads(threads)
-
-
-def load(model_dir: str | Path, device: str = "auto", quantize: str = "none",
-         cuda_graphs: bool = False, shortlist: Optional[str | Path] = None,
-         plain: bool = False) -> Translator:
-    """Load a model directory written by ``rnnsearch train``; ``quantize="int8"`` decodes with
-    int8 matrix products on the CPU (engine/accel/quantize.py), the files on disk untouched;
-    ``cuda_graphs`` replays each decoding step from a CUDA graph (engine/accel/graphs.py; GPUs only;
-    not with a shortlist, whose output layer changes size); ``shortlist`` (a file or "auto")
-    restricts the output layer to a lexical shortlist (engine/accel/shortlist.py); ``plain``:
-    nn/'s plain code only."""
-    from rnnsearch.engine.accel.quantize import KINDS
-
-    if quantize not in KINDS:
-        raise ConfigError(f"quantize must be one of {', '.join(KINDS)}, got {quantize!r}")
-    dev = resolve_device(device)
-    if quantize != "none" and dev.type != "cpu":
-        raise ConfigError(f"--quantize {quantize} decodes on the CPU; the model was to load on {dev} "
-                         "(give --device cpu)")
-    if cuda_graphs and dev.type != "cuda":
-        raise ConfigError(f"--cuda-graphs needs a CUDA device; the model was to load on {dev}")
-    model_dir = Path(model_dir)
-    cfg, model, src_tok, tgt_tok = load_model_dir(model_dir, dev)
-    if plain:
-        cfg = dataclasses.replace(cfg, plain=True)
-    listed = None if shortlist is None else _shortlist(shortlist, model_dir, cfg, len(src_tok))
-    return Translator(cfg, model, src_tok, tgt_tok, dev, model_dir=model_dir, quantize=quantize,
-                      graphs=GraphedStep(model) if cuda_graphs else None, shortlist=listed)
-
-
-def _shortlist(source: str | Path, model_dir: Path, cfg, src_vocab: int):
-    """The lexical shortlist (engine/accel/shortlist.py) of a loaded model: a file, or "auto" for
-    <model_dir>/shortlist.npz, built (and saved) from the training data when absent."""
-    from rnnsearch.engine.accel.shortlist import FILE_NAME, build_shortlist, load_shortlist
-
-    path = model_dir / FILE_NAME if str(source) == "auto" else Path(source)
-    if str(source) == "auto" and not path.exists():
-        build_shortlist(model_dir, cfg=cfg).save(path)
-    elif not path.exists():
-        raise MissingFileError(path, f"{path}: no such shortlist (rnnsearch shortlist build --model "
-                                     f"{model_dir} --out {path}; or --shortlist auto)")
-    return load_shortlist(path, model_dir, src_vocab, cfg.vocab)
 
 
 def write_attention_jsonl(path: str | Path, translations: list[Translation]) -> None:
