@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -77,27 +78,35 @@ def constraints(args, src, ref) -> dict:
     model = rnnsearch.load(args.model[0], device="cpu")
     phrases = reference_phrases(ref, args.seed)
     rows = []
-    free, free_s = _timed(model, src, beam=5, precision=args.precision)
-    rows.append({"beam": 5, "constraints": False, "seconds": free_s, **_scores(free, ref, phrases)})
-    for beam in (5, 10):
+    for beam, given in ((5, None), (5, phrases), (10, phrases), (10, None)):
         start = time.perf_counter()
-        hyp = [t.text for t in model.translate(src, attention=False, workers=1, beam=beam,
-                                               precision=args.precision, constraints=phrases)]
+        out = model.translate(src, attention=False, workers=1, beam=beam, precision=args.precision,
+                              constraints=given)
         seconds = round(time.perf_counter() - start, 2)
-        rows.append({"beam": beam, "constraints": True, "seconds": seconds,
-                     "time_over_unconstrained_beam5": round(seconds / free_s, 3),
-                     **_scores(hyp, ref, phrases)})
+        rows.append({"beam": beam, "constraints": given is not None, "seconds": seconds,
+                     "time_over_unconstrained_beam5": round(seconds / rows[0]["seconds"], 3) if rows else 1.0,
+                     **_scores(model, out, ref, phrases)})
         log(f"{rows[-1]}")
     words = {str(n): sum(1 for p in phrases if p and len(p[0].split()) == n) for n in (1, 2, 3)}
     return {"phrases": sum(len(p) for p in phrases), "phrases_by_words": words, "rows": rows}
 
 
-def _scores(hyp: list[str], ref: list[str], phrases: list[list[str]]) -> dict:
-    present = sum(f" {p} " in f" {h} " for h, ps in zip(hyp, phrases) for p in ps)
+def _scores(model, translations, ref: list[str], phrases: list[list[str]]) -> dict:
+    """BLEU, chrF, and how many phrases the output holds: as words of the text (not inside
+    another word; punctuation may touch them) and as the model's pieces (what the search forces)."""
+    hyp = [t.text for t in translations]
+    words = sum(bool(re.search(rf"(?<!\w){re.escape(p)}(?!\w)", h))
+                for h, ps in zip(hyp, phrases) for p in ps)
+    pieces = sum(_holds(t.tokens, model.tgt_tok.pieces(model.target_ids(p)))
+                 for t, ps in zip(translations, phrases) for p in ps)
     total = sum(len(ps) for ps in phrases)
     s = score_corpus(hyp, ref)
-    return {"bleu": s["bleu"], "chrf": s["chrf"], "phrases_present": present,
-            "phrases_present_share": round(present / max(total, 1), 4)}
+    return {"bleu": s["bleu"], "chrf": s["chrf"], "phrases_in_words": words, "phrases_in_pieces": pieces,
+            "phrases_in_pieces_share": round(pieces / max(total, 1), 4)}
+
+
+def _holds(tokens: list[str], phrase: list[str]) -> bool:
+    return any(tokens[i:i + len(phrase)] == phrase for i in range(len(tokens) - len(phrase) + 1))
 
 
 def penalties(args, src, ref) -> dict:

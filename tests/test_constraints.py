@@ -10,7 +10,7 @@ import rnnsearch
 from rnnsearch.cli import main
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.accel.inflight import search_stream
-from rnnsearch.engine.decode.constraints import Progress, constrained_search
+from rnnsearch.engine.decode.constraints import Progress, constrained_search, starts_of
 from rnnsearch.engine.decode.scoring import score_pairs
 from rnnsearch.nn.search import search_options
 
@@ -23,19 +23,19 @@ def contains(words: list[int], phrase: list[int]) -> bool:
 
 def test_progress_follows_phrases_and_a_phrase_left_early_is_not_met():
     phrases = [[5, 6, 7], [6], [9, 9]]
-    p = Progress.start(phrases)
-    assert p.wanted(phrases) == [5, 6, 9] and p.pieces_met(phrases) == 0
-    p = p.after(5, phrases)
-    assert (p.current, p.inside) == (0, 1) and p.wanted(phrases) == [6] and p.pieces_met(phrases) == 1
-    p = p.after(9, phrases)  # left [5, 6, 7] after one piece; 9 starts [9, 9]
-    assert p.met == (False, False, False) and (p.current, p.inside) == (2, 1) and p.pieces_met(phrases) == 1
-    p = p.after(9, phrases)
-    assert p.met == (False, False, True) and p.current == -1 and p.pieces_met(phrases) == 2
-    p = p.after(6, phrases)  # [6] is met by one piece
+    p, starts = Progress.start(phrases), starts_of(phrases)
+    assert p.wanted(phrases) == [5, 6, 9] and p.count == 0
+    p = p.after(5, phrases, starts)
+    assert (p.current, p.inside) == (0, 1) and p.wanted(phrases) == [6] and p.count == 1
+    p = p.after(9, phrases, starts)  # left [5, 6, 7] after one piece; 9 starts [9, 9]
+    assert p.met == (False, False, False) and (p.current, p.inside) == (2, 1) and p.count == 1
+    p = p.after(9, phrases, starts)
+    assert p.met == (False, False, True) and p.current == -1 and p.count == 2
+    p = p.after(6, phrases, starts)  # [6] is met by one piece
     assert p.met == (False, True, True) and not p.done() and p.wanted(phrases) == [5]
     for w in (5, 6, 7):
-        p = p.after(w, phrases)
-    assert p.done() and p.pieces_met(phrases) == 6 and p.wanted(phrases) == []
+        p = p.after(w, phrases, starts)
+    assert p.done() and p.count == 6 and p.wanted(phrases) == []
 
 
 @pytest.mark.parametrize("seed", [1, 5])
