@@ -145,6 +145,7 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--buckets", default="10,20,30,40,50,60")
     p.add_argument("--out", type=Path)
+    p.add_argument("--note", default="", help="the run's conditions, kept in the record (e.g. what else ran)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     src, ref = read_lines(args.src), read_lines(args.ref)
@@ -152,7 +153,7 @@ def main(argv=None) -> None:
         src, ref = src[: args.sentences], ref[: args.sentences]
     result = {"benchmark": f"research_decoding {args.what}", "command": " ".join(sys.argv),
               "date": datetime.date.today().isoformat(), "cpu": cpu_name(), "cpu_features": cpu_features(),
-              "threads": 1, "torch": torch.__version__, "sentences": len(src),
+              "threads": 1, "torch": torch.__version__, "sentences": len(src), "note": args.note,
               **MEASURES[args.what](args, src, ref)}
     print_result(result, *([args.out] if args.out else []), ensure_ascii=False)
 

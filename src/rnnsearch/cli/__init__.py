@@ -8,6 +8,7 @@ arguments next to its handler (``add_NAME(sub)`` then ``cmd_NAME(args)``).
     demo.py       demo, figure, experiment
     data.py       data (get, list, split, prepare, align)
     serve.py      serve
+    export.py     export (ONNX)
     common.py     what several commands share: input lines, decoding flags, attention as text
 """
 
@@ -17,7 +18,7 @@ import argparse
 import logging
 import sys
 
-from rnnsearch.cli import attention, data, demo, score, serve, train, translate
+from rnnsearch.cli import attention, data, demo, export, score, serve, train, translate
 from rnnsearch.config import ConfigError
 from rnnsearch.engine.checkpoint import CheckpointError
 from rnnsearch.io import DataError
@@ -28,7 +29,7 @@ log = logging.getLogger("rnnsearch")
 COMMANDS = (train.add_train, translate.add_translate, translate.add_evaluate, score.add_score,
             attention.add_attention_views,
             attention.add_align, train.add_average, train.add_params, demo.add_demo, demo.add_figure,
-            demo.add_experiment, data.add_data, serve.add_serve, translate.add_shortlist,
+            demo.add_experiment, data.add_data, serve.add_serve, export.add_export, translate.add_shortlist,
             train.add_quickstart)
 
 

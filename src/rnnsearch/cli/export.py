@@ -1,0 +1,33 @@
+"""`rnnsearch export`: a trained model out of PyTorch (engine/export/)."""
+
+from __future__ import annotations
+
+import json
+
+from rnnsearch.config import ConfigError
+
+
+def add_export(sub) -> None:
+    p = sub.add_parser("export", help="write a model as ONNX graphs a torch-free runtime translates with",
+                       description="Writes the encoder and the decoder step as ONNX graphs (dynamic batch "
+                       "and source length), the tokenisers and manifest.json into a new folder, after "
+                       "checking both graphs against PyTorch at several batch sizes and lengths; a model "
+                       "that differs is not written. runtime/ (pip install ./runtime) translates with the "
+                       "folder using numpy, onnxruntime and sentencepiece only.")
+    p.add_argument("--model", required=True, help="a model directory written by rnnsearch train")
+    p.add_argument("--format", choices=["onnx"], default="onnx", help="what to write (default onnx)")
+    p.add_argument("--out", required=True, help="the folder to create (it must not exist)")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args) -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"export: {e.name} is missing: pip install 'rnnsearch[onnx]'") from None
+    from rnnsearch.engine.export.onnx import export_onnx
+
+    manifest = export_onnx(args.model, args.out)
+    print(json.dumps({"out": args.out, "checked": manifest["checked"]}, indent=1))
