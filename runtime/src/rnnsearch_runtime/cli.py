@@ -13,7 +13,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", required=True, help="a folder written by rnnsearch export --format onnx")
     p.add_argument("--input", help="source lines (default: standard input)")
     p.add_argument("--beam", type=int, help="beam size (default: the model's)")
-    p.add_argument("--n-best", type=int, default=1, help="print N translations a line as index<TAB>score<TAB>text")
+    p.add_argument("--n-best", type=int, default=1,
+                   help="print N translations a line as index<TAB>score<TAB>text")
     p.add_argument("--batch-size", type=int, default=32, help="sentences searched at once")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime threads")
     args = p.parse_args(argv)
