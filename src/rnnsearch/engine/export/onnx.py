@@ -121,69 +121,86 @@ def _zrh(m: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([-m[n:2 * n], m[:n], m[2 * n:]])
 
 
-def encoder_graph(model) -> Any:
-    """The encoder of `model` (RNNsearch or RNNencdec, either GRU form) as an ONNX model."""
-    from onnx import TensorProto, helper, numpy_helper
+class _Graph:
+    """An ONNX graph written node by node: its nodes and its constants (initializers)."""
 
-    nodes, inits = [], []
+    def __init__(self):
+        self.nodes: list = []
+        self.inits: list = []
 
-    def const(name: str, value: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
+    def const(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def node(op: str, inputs: list[str], outputs: list[str], **attrs) -> list[str]:
-        nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+    def node(self, op: str, inputs: list[str], outputs: list[str], **attrs) -> list[str]:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
         return outputs
 
-    def linear(x: str, layer: nn.Linear, name: str) -> str:
-        weight = const(f"{name}.weight_t", layer.weight.detach().numpy().T.copy())
-        (y,) = node("MatMul", [x, weight], [f"{name}_mm"])
+    def linear(self, x: str, layer: nn.Linear, name: str) -> str:
+        """x Wᵀ + b as MatMul and Add (what onnxruntime's dynamic quantisation rewrites)."""
+        weight = self.const(f"{name}.weight_t", layer.weight.detach().numpy().T.copy())
+        (y,) = self.node("MatMul", [x, weight], [f"{name}_mm"])
         if layer.bias is None:
             return y
-        return node("Add", [y, const(f"{name}.bias", layer.bias.detach().numpy())], [f"{name}_out"])[0]
+        bias = self.const(f"{name}.bias", layer.bias.detach().numpy())
+        return self.node("Add", [y, bias], [f"{name}_out"])[0]
 
-    n, rnnsearch = model.cfg.hidden, isinstance(model, RNNsearch)
-    node("Gather", [const("src_emb", model.src_emb.weight.detach().numpy()), "src"], ["emb"])
-    node("Transpose", ["emb"], ["x"], perm=[1, 0, 2])  # (S, B, m)
-    node("Cast", ["src_mask"], ["mask_i64"], to=TensorProto.INT64)
-    node("ReduceSum", ["mask_i64", const("axis1", np.array([1], np.int64))], ["lens64"], keepdims=0)
-    node("Cast", ["lens64"], ["lens"], to=TensorProto.INT32)
-    grus = [model.enc_fwd, model.enc_bwd] if rnnsearch else [model.enc_fwd]
-    W, R, B = _onnx_gru_weights(grus)
-    node("GRU", ["x", const("gru_W", W), const("gru_R", R), const("gru_B", B), "lens"], ["Y", "Y_h"],
-         hidden_size=n, direction="bidirectional" if rnnsearch else "forward",
-         linear_before_reset=int(model.cfg.gru == "cudnn"))
-    outputs = []
-    if rnnsearch:
-        node("Transpose", ["Y"], ["Y_bs"], perm=[2, 0, 1, 3])  # (B, S, 2, n)
-        node("Reshape", ["Y_bs", const("shape_bs_2n", np.array([0, 0, 2 * n], np.int64))], ["annotations"])
-        if model.cfg.init_state == "mean":
-            node("Cast", ["src_mask"], ["mask_f"], to=TensorProto.FLOAT)
-            node("ReduceSum", ["annotations", const("axis1b", np.array([1], np.int64))], ["ann_sum"],
-                 keepdims=0)
-            node("ReduceSum", ["mask_f", const("axis1c", np.array([1], np.int64))], ["count"], keepdims=1)
-            summary = node("Div", ["ann_sum", "count"], ["summary"])[0]  # padding's annotations are 0 here
-        else:  # ←h_1: the backward direction's last state, as it has read the whole sentence
-            summary = node("Gather", ["Y_h", const("one", np.array(1, np.int64))], ["summary"], axis=0)[0]
-        node("Tanh", [linear(summary, model.W_s, "W_s")], ["state"])
-        node("Identity", [linear("annotations", model.attention.U_a if model.cfg.score == "additive"
-                                 else model.attention.W_k, "keys_proj")], ["keys"])
-        key_size = model.cfg.align if model.cfg.score == "additive" else n
-        outputs = [("annotations", ["B", "S", 2 * n]), ("keys", ["B", "S", key_size]), ("state", ["B", n])]
-    else:
-        node("Squeeze", ["Y_h", const("axis0", np.array([0], np.int64))], ["last"])
-        node("Tanh", [linear("last", model.V, "V")], ["context"])
-        node("Tanh", [linear("context", model.V_s, "V_s")], ["state"])
-        outputs = [("context", ["B", n]), ("state", ["B", n])]
 
+def encoder_graph(model) -> Any:
+    """The encoder of `model` (RNNsearch or RNNencdec, either GRU form) as an ONNX model."""
+    from onnx import TensorProto, helper
+
+    g, n, rnnsearch = _Graph(), model.cfg.hidden, isinstance(model, RNNsearch)
+    g.node("Gather", [g.const("src_emb", model.src_emb.weight.detach().numpy()), "src"], ["emb"])
+    g.node("Transpose", ["emb"], ["x"], perm=[1, 0, 2])  # (S, B, m)
+    g.node("Cast", ["src_mask"], ["mask_i64"], to=TensorProto.INT64)
+    g.node("ReduceSum", ["mask_i64", g.const("axis1", np.array([1], np.int64))], ["lens64"], keepdims=0)
+    g.node("Cast", ["lens64"], ["lens"], to=TensorProto.INT32)
+    W, R, B = _onnx_gru_weights([model.enc_fwd, model.enc_bwd] if rnnsearch else [model.enc_fwd])
+    g.node("GRU", ["x", g.const("gru_W", W), g.const("gru_R", R), g.const("gru_B", B), "lens"], ["Y", "Y_h"],
+           hidden_size=n, direction="bidirectional" if rnnsearch else "forward",
+           linear_before_reset=int(model.cfg.gru == "cudnn"))
+    outputs = _annotations(g, model) if rnnsearch else _fixed_context(g, model)
     graph = helper.make_graph(
-        nodes, "rnnsearch_encoder",
+        g.nodes, "rnnsearch_encoder",
         [helper.make_tensor_value_info("src", TensorProto.INT64, ["B", "S"]),
          helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["B", "S"])],
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in outputs],
-        inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             producer_name="rnnsearch")
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in outputs], g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rnnsearch")
+
+
+def _annotations(g: _Graph, model) -> list[tuple[str, list]]:
+    """RNNsearch's outputs from the GRU's Y (S, 2, B, n) and Y_h: h_j, their keys, s_0."""
+    from onnx import TensorProto
+
+    n = model.cfg.hidden
+    g.node("Transpose", ["Y"], ["Y_bs"], perm=[2, 0, 1, 3])  # (B, S, 2, n)
+    g.node("Reshape", ["Y_bs", g.const("shape_bs_2n", np.array([0, 0, 2 * n], np.int64))], ["annotations"])
+    if model.cfg.init_state == "mean":
+        g.node("Cast", ["src_mask"], ["mask_f"], to=TensorProto.FLOAT)
+        g.node("ReduceSum", ["annotations", g.const("axis1b", np.array([1], np.int64))], ["ann_sum"],
+               keepdims=0)
+        g.node("ReduceSum", ["mask_f", g.const("axis1c", np.array([1], np.int64))], ["count"], keepdims=1)
+        summary = g.node("Div", ["ann_sum", "count"], ["summary"])[0]  # padding's annotations are 0 here
+    else:  # ←h_1: the backward direction's last state, as it has read the whole sentence
+        summary = g.node("Gather", ["Y_h", g.const("one", np.array(1, np.int64))], ["summary"], axis=0)[0]
+    g.node("Tanh", [g.linear(summary, model.W_s, "W_s")], ["state"])
+    keys = model.attention.U_a if model.cfg.score == "additive" else model.attention.W_k
+    g.node("Identity", [g.linear("annotations", keys, "keys_proj")], ["keys"])
+    return [("annotations", ["B", "S", 2 * n]), ("keys", ["B", "S", keys.out_features]), ("state", ["B", n])]
+
+
+def _fixed_context(g: _Graph, model) -> list[tuple[str, list]]:
+    """RNNencdec's outputs from the forward GRU's last state: c = tanh(V h_Tx), s_0 = tanh(V_s c)."""
+    n = model.cfg.hidden
+    g.node("Squeeze", ["Y_h", g.const("axis0", np.array([0], np.int64))], ["last"])
+    g.node("Tanh", [g.linear("last", model.V, "V")], ["context"])
+    g.node("Tanh", [g.linear("context", model.V_s, "V_s")], ["state"])
+    return [("context", ["B", n]), ("state", ["B", n])]
 
 
 # -- the decoder step, through torch.onnx --------------------------------------------------------
