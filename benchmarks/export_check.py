@@ -4,7 +4,8 @@ counted, BLEU of each, and the seconds each took (one thread, one process, alter
     python -m benchmarks.export_check --model runs/multi30k_de_en_cpu --onnx exported/ \
         --src data/multi30k/test_2016_flickr.de.gz --ref data/multi30k/test_2016_flickr.en.gz
 
-`--onnx` is a folder of `rnnsearch export --format onnx` (written there first if absent). rnnsearch
+`--onnx` is a folder of `rnnsearch export --format onnx` (written there first if absent, with
+`--quantize`). rnnsearch
 decodes in fp32 (the exported graphs are fp32). Prints one JSON object (docs/export.md).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import time
 from pathlib import Path
 
@@ -32,11 +34,12 @@ def main(argv=None) -> None:
     p.add_argument("--src", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    p.add_argument("--quantize", choices=["none", "int8"], default="none", help="of an export written here")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if not args.onnx.exists():
-        export_onnx(args.model, args.onnx)
+        export_onnx(args.model, args.onnx, quantize=args.quantize)
     src, ref = read_lines(args.src), read_lines(args.ref)
     model, runtime = rnnsearch.load(args.model, device="cpu"), rnnsearch_runtime.load(args.onnx)
     rows = []
@@ -57,6 +60,7 @@ def main(argv=None) -> None:
     files = {f.name: f.stat().st_size for f in sorted(args.onnx.iterdir())}
     print_result({"benchmark": "export_check", "date": datetime.date.today().isoformat(), "cpu": cpu_name(),
                   "cpu_features": cpu_features(), "threads": 1, "model": str(args.model), "files": files,
+                  "quantize": json.loads((args.onnx / "manifest.json").read_text()).get("quantize", "none"),
                   "rows": rows}, *([args.out] if args.out else []), ensure_ascii=False)
 
 

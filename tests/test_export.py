@@ -132,3 +132,15 @@ def test_a_virtualenv_without_torch_translates_as_rnnsearch_does(exported, rever
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == want
+
+
+def test_an_int8_export_translates_much_as_the_fp32_one(reverse_model, exported, tmp_path):
+    manifest = export.export_onnx(reverse_model, tmp_path / "int8", quantize="int8")
+    assert manifest["quantize"] == "int8"
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "int8" / "step.onnx")).graph.node}
+    assert "Gemm" not in ops and {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+    fp32 = [t.text for t in rnnsearch_runtime.load(exported).translate(SOURCES, beam=3)]
+    int8 = [t.text for t in rnnsearch_runtime.load(tmp_path / "int8").translate(SOURCES, beam=3)]
+    assert sum(a == b for a, b in zip(fp32, int8)) >= len(SOURCES) - 1  # a trained toy model: near alike

@@ -17,6 +17,9 @@ def add_export(sub) -> None:
     p.add_argument("--model", required=True, help="a model directory written by rnnsearch train")
     p.add_argument("--format", choices=["onnx"], default="onnx", help="what to write (default onnx)")
     p.add_argument("--out", required=True, help="the folder to create (it must not exist)")
+    p.add_argument("--quantize", choices=["none", "int8"], default="none",
+                   help="int8: the checked graphs' matrix products quantised (onnxruntime dynamic "
+                   "quantisation; docs/export.md has its BLEU and speed)")
     p.set_defaults(func=cmd_export)
 
 
@@ -29,5 +32,5 @@ def cmd_export(args) -> None:
         raise ConfigError(f"export: {e.name} is missing: pip install 'rnnsearch[onnx]'") from None
     from rnnsearch.engine.export.onnx import export_onnx
 
-    manifest = export_onnx(args.model, args.out)
+    manifest = export_onnx(args.model, args.out, quantize=args.quantize)
     print(json.dumps({"out": args.out, "checked": manifest["checked"]}, indent=1))

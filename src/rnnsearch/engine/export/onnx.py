@@ -54,12 +54,16 @@ class ExportError(ConfigError):
     """The exported graphs compute something else than the model: nothing was written."""
 
 
-def export_onnx(model_dir: str | Path, out: str | Path, check_lengths: tuple[int, ...] = ()) -> dict:
+def export_onnx(model_dir: str | Path, out: str | Path, check_lengths: tuple[int, ...] = (),
+                quantize: str = "none") -> dict:
     """Write `model_dir`'s model to the new folder `out` (encoder.onnx, step.onnx, the tokeniser
     files, manifest.json), checked against PyTorch first; returns the manifest. A folder that
-    exists, or graphs that differ from the model, are a ConfigError and leave nothing behind."""
+    exists, or graphs that differ from the model, are a ConfigError and leave nothing behind.
+    `quantize` "int8": the checked graphs' matrix products then quantised (:func:`quantize_int8`)."""
     import onnx
 
+    if quantize not in ("none", "int8"):
+        raise ConfigError(f"export: --quantize must be none or int8, got {quantize!r}")
     out = Path(out)
     if out.exists():
         raise ConfigError(f"{out} exists: export writes a new folder (remove it or choose another)")
@@ -75,6 +79,9 @@ def export_onnx(model_dir: str | Path, out: str | Path, check_lengths: tuple[int
             shutil.copyfile(Path(model_dir) / name, folder / name)
         lengths = check_lengths or (1, 2, 7, max(8, min(cfg.data.max_len, 100)))
         manifest["checked"] = check(model, folder, lengths)
+        manifest["quantize"] = quantize
+        if quantize == "int8":
+            quantize_int8(folder / ENCODER, folder / STEP)
         text = json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
         (folder / MANIFEST).write_text(text, encoding="utf-8")
         umask = os.umask(0)
@@ -277,6 +284,55 @@ def _export_step_loudly(model, path: Path) -> None:
     if program is None:  # what the dynamo exporter returns when it wrote nothing
         raise ExportError("export: torch.onnx wrote no decoder step")
     program.save(str(path))
+
+
+# -- int8 ---------------------------------------------------------------------------------------------
+def quantize_int8(*paths: Path) -> None:
+    """Each graph's matrix products with int8 weights, activations quantised as they come
+    (onnxruntime's dynamic quantisation), in place. torch.onnx writes a Linear as a Gemm, which
+    that quantisation skips: each Gemm on a constant weight becomes MatMul (and Add) first. The
+    GRU op and the embeddings stay fp32."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    for path in paths:
+        graph = onnx.load(str(path))
+        _gemm_as_matmul(graph)
+        plain = path.with_suffix(".fp32.onnx")
+        onnx.save(graph, str(plain))
+        with _quiet("root"):
+            quantize_dynamic(str(plain), str(path), weight_type=QuantType.QInt8,
+                             op_types_to_quantize=["MatMul"])
+        plain.unlink()
+
+
+def _gemm_as_matmul(model) -> None:
+    """Gemm(A, B, C) with B a constant, alpha = beta = 1 and A untransposed, as MatMul(A, B') + C."""
+    from onnx import helper, numpy_helper
+
+    consts = {t.name: t for t in model.graph.initializer}
+    nodes = []
+    for n in model.graph.node:
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        if n.op_type != "Gemm" or n.input[1] not in consts or a.get("transA", 0) or \
+                a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+            nodes.append(n)
+            continue
+        w = numpy_helper.to_array(consts[n.input[1]])
+        name = f"{n.input[1]}_kn"
+        w = np.ascontiguousarray(w.T if a.get("transB", 0) else w)
+        model.graph.initializer.append(numpy_helper.from_array(w, name))
+        if len(n.input) > 2 and n.input[2]:
+            nodes.append(helper.make_node("MatMul", [n.input[0], name], [f"{n.output[0]}_mm"]))
+            nodes.append(helper.make_node("Add", [f"{n.output[0]}_mm", n.input[2]], [n.output[0]]))
+        else:
+            nodes.append(helper.make_node("MatMul", [n.input[0], name], [n.output[0]]))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    used = {i for n in model.graph.node for i in n.input}
+    kept = [t for t in model.graph.initializer if t.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
 
 
 # -- checking the files against PyTorch -------------------------------------------------------------
