@@ -16,7 +16,8 @@ def add_score(sub) -> None:
                        "source line. Prints per pair log_prob (summed over the target's pieces and </s>), "
                        "per_token (their mean), normalised (log_prob / tokens**alpha, the search's "
                        "ranking score) and tokens; --per-token adds each piece's log-probability.")
-    p.add_argument("--model", required=True, help="a model directory written by rnnsearch train")
+    p.add_argument("--model", required=True, help="a model directory written by rnnsearch train (A,B: "
+                   "an ensemble, its per-token mixture)")
     p.add_argument("--src", required=True, help="source sentences, one a line (plain or .gz)")
     p.add_argument("--tgt", required=True, help="their translations, one a line, as many as --src")
     p.add_argument("--output", help="write the JSON lines here (default: standard output)")

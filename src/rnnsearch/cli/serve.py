@@ -13,7 +13,8 @@ def add_serve(sub) -> None:
                                      "explorer (GET /) over one or several models")
     p.add_argument("--model", required=True, action="append", metavar="[SRC-TGT=]DIR",
                    help="a model directory, named by its language pair (de-en=runs/a; unnamed: the "
-                        "languages of its training files); repeat for several models")
+                        "languages of its training files); repeat for several models; DIR,DIR,...: one "
+                        "model that is their ensemble")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--beam", type=int, help="default beam size (default: each model's decode.beam)")
