@@ -150,9 +150,9 @@ def test_load_int8_translates_like_fp32_and_leaves_the_files(reverse_model, tmp_
 
 
 def test_quantize_refuses_a_gpu_model(reverse_model, monkeypatch):
-    from rnnsearch.engine.decode import translator as translate
+    from rnnsearch.engine.decode import loading
 
-    monkeypatch.setattr(translate, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
     with pytest.raises(ValueError, match="decodes on the CPU"):
         rnnsearch.load(reverse_model, device="cuda", quantize="int8")
 
