@@ -112,9 +112,10 @@ def _holds(tokens: list[str], phrase: list[str]) -> bool:
 def penalties(args, src, ref) -> dict:
     model = rnnsearch.load(args.model[0], device="cpu")
     edges = [int(x) for x in args.buckets.split(",")]
-    settings = [dict(alpha=1.0), dict(alpha=1.0, coverage=0.2), dict(alpha=1.0, coverage=0.4),
-                dict(alpha=0.6, length_penalty="gnmt"), dict(alpha=0.6, length_penalty="gnmt", coverage=0.2),
-                dict(alpha=0.0)]
+    settings = [_setting(s) for s in args.setting] if args.setting else [
+        dict(alpha=1.0), dict(alpha=1.0, coverage=0.2), dict(alpha=1.0, coverage=0.4),
+        dict(alpha=0.6, length_penalty="gnmt"), dict(alpha=0.6, length_penalty="gnmt", coverage=0.2),
+        dict(alpha=0.0)]
     rows = []
     for s in settings:
         start = time.perf_counter()
@@ -128,6 +129,18 @@ def penalties(args, src, ref) -> dict:
                                    for b in bleu_by_length(src, hyp, ref, edges)]})
         log(f"{s}: {rows[-1]['bleu']} {[b['bleu'] for b in rows[-1]['by_length']]}")
     return {"rows": rows}
+
+
+def _setting(text: str) -> dict:
+    """--setting alpha=0.6,length_penalty=gnmt -> {"alpha": 0.6, "length_penalty": "gnmt"}."""
+    out: dict = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 MEASURES = {"ensemble": ensemble, "constraints": constraints, "penalties": penalties}
@@ -144,6 +157,8 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--buckets", default="10,20,30,40,50,60")
+    p.add_argument("--setting", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="penalties: the decoding options of one run (repeatable; default: the six above)")
     p.add_argument("--out", type=Path)
     p.add_argument("--note", default="", help="the run's conditions, kept in the record (e.g. what else ran)")
     args = p.parse_args(argv)
