@@ -27,7 +27,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +37,7 @@ from rnnsearch.engine.accel import speedup as fast
 from rnnsearch.engine.accel.inflight import cat_encoded
 from rnnsearch.engine.data.parallel import pad
 from rnnsearch.engine.data.vocab import PAD
-from rnnsearch.engine.decode.scoring import Score, ranked_score, score_pairs
+from rnnsearch.engine.decode.scoring import score_pairs
 from rnnsearch.engine.decode.translator import Translator
 from rnnsearch.nn.model import Encoded
 
@@ -176,8 +176,8 @@ class EnsembleTranslator(Translator):
     def _split(self, ids: list[int], limit: int) -> list[list[int]]:
         """A long source in consecutive pieces cut after the same whole words in every model's
         ids, each piece as long as every model's ids of it fit `limit` (one word at least)."""
-        members = getattr(ids, "members", None)
-        if members is None or all(len(m) <= limit for m in members):
+        members = cast(Piece, ids).members  # source_ids made it
+        if all(len(m) <= limit for m in members):
             return [ids] if ids else []
         bounds = [_word_starts(m, t.src_tok) + [len(m)] for m, t in zip(members, self.members)]
         words = len(bounds[0]) - 1
@@ -197,40 +197,28 @@ class EnsembleTranslator(Translator):
         srcs = []
         for k, member in enumerate(self.members):
             rev = member.cfg.data.reverse_source
-            ids = [getattr(p, "members", (p,) * len(self.members))[k] for p in pieces]
+            ids = [cast(Piece, p).members[k] for p in pieces]  # source_ids and _split make Pieces
             srcs.append(pad([i[::-1] if rev else i for i in ids]).to(self.device))
         return srcs, [s != PAD for s in srcs]
 
     def _sample(self, pieces, options):
         raise ConfigError("--sample draws from one model; an ensemble searches (give one --model)")
 
-    def score(self, sources, targets, options=None, *, per_token: bool = False, attention: bool = False,
-              batch_size: int = 64, **overrides) -> list[Score]:
-        """Translator.score under the ensemble: per token the log of the models' mean probability."""
-        sources, targets = list(sources), list(targets)
-        if len(sources) != len(targets):
-            raise ConfigError(f"score: {len(sources)} sources but {len(targets)} targets")
-        d = self.options(options, **overrides)
-        joint = [self.source_ids(s) for s in sources]
-        tgts = [self.target_ids(t) for t in targets]
-        precision = self.precision.resolve(d.precision)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            raws = [score_pairs(m.model, [(j.members[k], t) for j, t in zip(joint, tgts)], batch_size, True,
-                                k == 0 and (attention or d.coverage > 0), m.cfg.data.reverse_source)
-                    for k, m in enumerate(self.members)]
+    def _score_pairs(self, pairs, batch_size, per_token, attention):
+        """Translator._score_pairs under the ensemble: each model scores the pair as it reads the
+        source; per token the log of the models' mean probability, the first model's attention."""
+        raws = [score_pairs(m.model, [(cast(Piece, src).members[k], tgt) for src, tgt in pairs], batch_size,
+                            True, attention and k == 0, m.cfg.data.reverse_source)
+                for k, m in enumerate(self.members)]
         out = []
-        for i, (s, t, tgt) in enumerate(zip(sources, targets, tgts)):
+        for i in range(len(pairs)):
             tokens = [r[i][1] for r in raws]
             if any(x is None for x in tokens):  # an empty source: -inf, as a single model scores it
-                lps, total = None, float("-inf")
-            else:
-                stacked = torch.tensor(tokens, dtype=torch.float64)
-                lps = (torch.logsumexp(stacked, 0) - math.log(len(raws))).tolist()
-                total = sum(lps)
-            rows = raws[0][i][2]
-            out.append(Score(s, t, total, len(tgt) + 1, ranked_score(total, len(tgt) + 1, rows, d),
-                             self.tgt_tok.pieces(tgt) + ["</s>"], lps if per_token else None,
-                             rows if attention else None))
+                out.append((float("-inf"), None, None))
+                continue
+            mixed = torch.logsumexp(torch.tensor(tokens, dtype=torch.float64), 0) - math.log(len(raws))
+            lps = mixed.tolist()
+            out.append((sum(lps), lps if per_token else None, raws[0][i][2]))
         return out
 
 

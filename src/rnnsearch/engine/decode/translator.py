@@ -498,11 +498,16 @@ class Translator:
         precision = self.precision.resolve(d.precision)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             # the attention rows also where the coverage penalty reads them
-            raw = score_pairs(self.model, pairs, batch_size, per_token, attention or d.coverage > 0,
-                              self.cfg.data.reverse_source)
+            raw = self._score_pairs(pairs, batch_size, per_token, attention or d.coverage > 0)
         return [Score(s, t, lp, len(tgt) + 1, ranked_score(lp, len(tgt) + 1, rows, d),
                       self.tgt_tok.pieces(tgt) + ["</s>"], token_lps, rows if attention else None)
                 for s, t, (_, tgt), (lp, token_lps, rows) in zip(sources, targets, pairs, raw)]
+
+    def _score_pairs(self, pairs: list[tuple[list[int], list[int]]], batch_size: int, per_token: bool,
+                     attention: bool) -> list[tuple[float, Optional[list[float]], Optional[list]]]:
+        """scoring.py's ``score_pairs`` on (source ids, target ids) pairs with this model."""
+        rev = self.cfg.data.reverse_source
+        return score_pairs(self.model, pairs, batch_size, per_token, attention, rev)
 
     def force(self, sources: list[str], targets: list[str], batch_size: int = 64,
               links: str = "attention") -> list[Optional[list[list[float]]]]:
