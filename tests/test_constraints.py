@@ -77,13 +77,14 @@ def model(reverse_model):
 
 def test_translate_puts_the_phrases_in_and_keeps_the_rest(model):
     constraints = [["w0 w0"], ["w9"], [], None, ["w1 w1", "w2"]]
-    free = model.translate(SOURCES, beam=5)
-    got = model.translate(SOURCES, beam=5, constraints=constraints)
+    free = model.translate(SOURCES, beam=5, precision="fp32")  # the two searches batch otherwise
+    got = model.translate(SOURCES, beam=5, constraints=constraints, precision="fp32")
     for t, f, phrases in zip(got, free, constraints):
         assert all(f" {p} " in f" {t.text} " for p in phrases or [])
         if not phrases:
             assert t.text == f.text
-    assert got[0].text.startswith("w0 w0") and got[0].text != free[0].text
+    # where the phrase goes is the model's choice (seed 1234 puts it first, seed 1 last): not asserted
+    assert "w0 w0" not in free[0].text and got[0].text != free[0].text
 
 
 @pytest.mark.parametrize("kwargs, needle", [

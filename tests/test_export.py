@@ -144,3 +144,13 @@ def test_an_int8_export_translates_much_as_the_fp32_one(reverse_model, exported,
     fp32 = [t.text for t in rnnsearch_runtime.load(exported).translate(SOURCES, beam=3)]
     int8 = [t.text for t in rnnsearch_runtime.load(tmp_path / "int8").translate(SOURCES, beam=3)]
     assert sum(a == b for a, b in zip(fp32, int8)) >= len(SOURCES) - 1  # a trained toy model: near alike
+
+
+@pytest.mark.parametrize("text", ["Ein  Hund\tläuft.", "soft\u00adhyphen\u200bzero\ufeffBOM",
+                                  "ctl\x07bell\x00nul", "joiner\u200ckept\u200d", "MIXED Case ÄÖÜ",
+                                  "\u2028line sep", ""])
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_the_runtime_normalises_as_rnnsearch_does(text, lowercase):
+    from rnnsearch.engine.data.parallel import normalize
+
+    assert rnnsearch_runtime.search.normalize(text, lowercase) == normalize(text, lowercase)
