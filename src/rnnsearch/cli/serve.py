@@ -14,7 +14,12 @@ def add_serve(sub) -> None:
     p.add_argument("--model", required=True, action="append", metavar="[SRC-TGT=]DIR",
                    help="a model directory, named by its language pair (de-en=runs/a; unnamed: the "
                         "languages of its training files); repeat for several models; DIR,DIR,...: one "
-                        "model that is their ensemble")
+                        "model that is their ensemble; with --backend onnx a folder of rnnsearch export")
+    p.add_argument("--backend", choices=["torch", "onnx"], default="torch",
+                   help="torch: model directories decoded by PyTorch; onnx: folders of `rnnsearch export "
+                        "--format onnx` searched by onnxruntime (the runtime/ package) on the CPU, on "
+                        "OMP_NUM_THREADS threads; no sampling, prefixes, constraints, /score, ensembles, "
+                        "--quantize (an export is quantised when written) or --device")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--beam", type=int, help="default beam size (default: each model's decode.beam)")
@@ -60,4 +65,4 @@ def cmd_serve(args) -> None:
                     char_quota=args.char_quota, metrics=args.metrics, metrics_token=args.metrics_token)
     serve(args.model, host=args.host, port=args.port, beam=args.beam, device=args.device, limits=limits,
           lang=args.lang, quantize=args.quantize, cuda_graphs=args.cuda_graphs, shortlist=args.shortlist,
-          access=access, drain_timeout=args.drain_timeout, plain=args.plain)
+          access=access, drain_timeout=args.drain_timeout, plain=args.plain, backend=args.backend)

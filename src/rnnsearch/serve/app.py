@@ -3,7 +3,7 @@
 
     rnnsearch serve --model de-en=runs/a [--model en-zh=runs/b ...] [--api-keys FILE]
                     [--req-limit N] [--char-limit N] [--batch-limit N] [--char-quota N]
-                    [--metrics [--metrics-token TOKEN]]
+                    [--metrics [--metrics-token TOKEN]] [--backend onnx (exported folders)]
 """
 
 from __future__ import annotations
@@ -174,27 +174,48 @@ def drain_and_exit(door: Frontdoor, timeout: float):
     return DrainingServer
 
 
-def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
-          device: str = "auto", limits: Limits | None = None, lang: str = "en", quantize: str = "none",
-          cuda_graphs: bool = False, shortlist: str | None = None, access: Access | None = None,
-          drain_timeout: float = 30.0, plain: bool = False) -> None:
-    """Load every `--model [SRC-TGT=]DIR` and serve them until SIGTERM (drained) or SIGINT."""
-    try:
-        import uvicorn
-    except ImportError:
-        raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
-    from rnnsearch.engine.decode.loading import load
+def load_models(model_specs: list[str], backend: str = "torch", device: str = "auto", quantize: str = "none",
+                cuda_graphs: bool = False, shortlist: str | None = None, plain: bool = False
+                ) -> list[tuple[str | None, Any]]:
+    """(name or None, translator) of every `--model [SRC-TGT=]DIR`: with backend "torch" a model
+    directory (several joined by commas: an ensemble) loaded as a Translator; with "onnx" a folder
+    of `rnnsearch export --format onnx` searched by the runtime (serve/exported.py), where the
+    PyTorch options are refused."""
     from rnnsearch.serve.hosted import parse_model_spec
+
+    if backend not in ("torch", "onnx"):
+        raise ConfigError(f"serve: --backend must be torch or onnx, got {backend!r}")
+    if backend == "onnx":
+        from rnnsearch.serve.exported import load_exported, refuse_torch_flags
+
+        refuse_torch_flags(device, quantize, cuda_graphs, shortlist, plain)
+        return [(name, load_exported(path)) for name, path in map(parse_model_spec, model_specs)]
+    from rnnsearch.engine.decode.loading import load
 
     translators = []
     for spec in model_specs:
         name, path = parse_model_spec(spec)
         translators.append((name, load(path, device=device, quantize=quantize, cuda_graphs=cuda_graphs,
                                        shortlist=shortlist, plain=plain)))
+    return translators
+
+
+def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, beam: int | None = None,
+          device: str = "auto", limits: Limits | None = None, lang: str = "en", quantize: str = "none",
+          cuda_graphs: bool = False, shortlist: str | None = None, access: Access | None = None,
+          drain_timeout: float = 30.0, plain: bool = False, backend: str = "torch") -> None:
+    """Load every `--model [SRC-TGT=]DIR` (`backend` "onnx": exported folders, load_models) and
+    serve them until SIGTERM (drained) or SIGINT."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise DataError("serve needs Starlette and uvicorn: pip install 'rnnsearch[serve]'") from None
+
+    translators = load_models(model_specs, backend, device, quantize, cuda_graphs, shortlist, plain)
     door = create_app(translators, limits, beam, lang, access)
     names = ", ".join(name or str(t.model_dir) for name, t in translators)
-    log.info("serving %s on http://%s:%d/ (explorer at /; native, LibreTranslate and DeepL APIs); "
-             "pid %d", names, host, port, os.getpid())
+    log.info("serving %s on http://%s:%d/ (explorer at /; native, LibreTranslate and DeepL APIs%s); "
+             "pid %d", names, host, port, "; --backend onnx" if backend == "onnx" else "", os.getpid())
     config = uvicorn.Config(door, host=host, port=port, log_level="warning")
     server = drain_and_exit(door, drain_timeout)(config)
     asyncio.run(server.serve())

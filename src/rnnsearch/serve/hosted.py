@@ -23,6 +23,7 @@ from typing import Any
 from rnnsearch.engine.data.vocab import UNK
 from rnnsearch.io import DataError
 from rnnsearch.serve.batching import Batcher
+from rnnsearch.serve.exported import ExportedTranslator
 
 # English names of the languages /languages lists (any other code is listed under its code)
 LANGUAGE_NAMES = {
@@ -99,7 +100,10 @@ def model_languages(name: str | None, cfg, model_dir: str) -> tuple[str, str]:
 
 
 def weight_bytes(translator) -> int:
-    """Bytes of the model's parameters and buffers (quantized weights as stored)."""
+    """Bytes of the model's parameters and buffers (quantized weights as stored); an exported
+    model's (--backend onnx): its graph files'."""
+    if isinstance(translator, ExportedTranslator):
+        return translator.graph_bytes
     tensors = list(translator.model.parameters()) + list(translator.model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from rnnsearch.config import ConfigError
 from rnnsearch.serve.batching import Limits, Query, QueueFull
+from rnnsearch.serve.exported import ExportedTranslator
 
 log = logging.getLogger("rnnsearch")
 
@@ -228,7 +229,7 @@ def font_text(translator) -> str:
 def model_info(translator, decode, limits: Limits) -> dict:
     """What GET /info reports: configuration, vocabulary sizes, parameters, decoding and limits."""
     members = getattr(translator, "model_dirs", None)  # an ensemble (engine/decode/ensemble.py)
-    return {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
+    info = {"arch": translator.cfg.model.arch, "model": translator.cfg.model.__dict__.copy(),
             "ensemble": [str(d) for d in members] if members else None,
             "vocab": {"kind": translator.cfg.vocab.kind, "source": len(translator.src_tok),
                       "target": len(translator.tgt_tok)},
@@ -236,6 +237,9 @@ def model_info(translator, decode, limits: Limits) -> dict:
             "quantize": translator.quantized,
             "decode": {"beam": decode.beam, "alpha": decode.alpha, "max_len_ratio": decode.max_len_ratio},
             "limits": limits.__dict__.copy(), "reverse_source": translator.cfg.data.reverse_source}
+    if isinstance(translator, ExportedTranslator):  # --backend onnx (the torch backend's info says none)
+        info["backend"] = translator.backend
+    return info
 
 
 async def read_body(request, limits: Limits) -> bytes:
@@ -340,7 +344,10 @@ async def native_score(request, models, limits: Limits, guard):
     served = models.by_name[name]
     score = functools.partial(served.translator.score, sources, targets, served.decode, per_token=per_token,
                               batch_size=limits.max_batch)
-    scores = await asyncio.get_running_loop().run_in_executor(served.batcher.executor, score)
+    try:
+        scores = await asyncio.get_running_loop().run_in_executor(served.batcher.executor, score)
+    except ConfigError as e:  # what the model cannot do (--backend onnx scores nothing), by name
+        return error(422, str(e), None)
     items = [s.to_json() for s in scores]
     return JSONResponse({"score": items[0], "scores": items} if single else {"scores": items})
 
