@@ -1,9 +1,11 @@
 """What people look at and run beside the model: the demo and its corpus, the attention explorer,
-heat maps and figures, the paper's experiments, toy tasks and corpus downloads.
+heat maps and figures, a model live in the browser, the paper's experiments, toy tasks and corpus downloads.
 
     demo.py          `rnnsearch demo`: the built-in corpus trained and checked in minutes
     apple_corpus.py  the built-in English→Chinese corpus grown from *I ate an apple yesterday*
     explorer.py      the interactive alignment explorer: one self-contained HTML page
+    browser.py       `rnnsearch export --format web`: a page that translates in the browser (its
+                     scripts in web/: app.js the greedy search, tokenizer.js sentencepiece's rules)
     plotting.py      attention heat maps in the manner of the paper's Figure 3
     figures.py       `rnnsearch figure structure`: untrained vs trained attention
     experiments.py   `rnnsearch experiment`: the paper's comparisons, one command each

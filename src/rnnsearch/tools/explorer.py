@@ -27,7 +27,8 @@ LABELS = {
            "weights": "attention weights", "heatmap": "heat map (rows: translation, columns: source)",
            "attends": "attends to", "attended": "is attended by",
            "placeholder": "Type or paste sentences, one a line", "translate": "translate", "beam": "beam",
-           "working": "translating…", "empty": "Translate something to see its attention.",
+           "working": "translating…", "loading": "loading the model…",
+           "empty": "Translate something to see its attention.",
            "tree": "beam search, step by step", "proposed": "proposed", "ended": "ended",
            "treehint": "A column per step: the beam, best first (each hypothesis's newest word and score), "
                        "lines to the hypotheses they grew from; bold: the best translation's path; double "
@@ -39,7 +40,7 @@ LABELS = {
            "weights": "注意力权重", "heatmap": "热力图（行：译文，列：原文）",
            "attends": "注意", "attended": "被注意",
            "placeholder": "输入或粘贴句子，每行一句", "translate": "翻译", "beam": "束宽",
-           "working": "翻译中…", "empty": "翻译一句话，看它的注意力。",
+           "working": "翻译中…", "loading": "正在加载模型…", "empty": "翻译一句话，看它的注意力。",
            "tree": "逐步的束搜索", "proposed": "提出", "ended": "已结束",
            "treehint": "每一列是一步：束中的假设，好的在上（最新的词和得分），连线指向它由之而来的假设；"
                        "粗线：最佳译文的路径；双框：已结束。点击一个假设，查看它的注意力和它提出的词。"},
@@ -400,12 +401,14 @@ def _valid_trace(record: dict, k: int, n_src: int) -> dict:
 
 
 def explorer_html(records: list[dict], lang: str = "en", live: bool = False, font_text: str = "",
-                  default_beam: int = 5) -> str:
+                  default_beam: int = 5, live_script: str | None = None) -> str:
     """The page for these attention records (empty records are skipped).
 
     `live`: the page served by ``rnnsearch serve`` — a form above the same component sends the
     sentences to ``POST translate`` and shows the answer; `font_text` lists the characters it
-    may need (the model's vocabularies), for the embedded CJK font.
+    may need (the model's vocabularies), for the embedded CJK font. `live_script` replaces the
+    script that sends the form to the server (tools/browser.py: one that translates in the
+    page); ``__LABELS__`` in it becomes the labels.
     """
     if lang not in LABELS:
         raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LABELS)})")
@@ -417,7 +420,7 @@ def explorer_html(records: list[dict], lang: str = "en", live: bool = False, fon
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
     label_json = json.dumps(labels, ensure_ascii=False).replace("</", "<\\/")
     page = _PAGE.replace("__LIVE__", _LIVE_FORM if live else "")
-    page = page.replace("__LIVE_SCRIPT__", _LIVE_SCRIPT if live else "")
+    page = page.replace("__LIVE_SCRIPT__", (live_script or _LIVE_SCRIPT) if live else "")
     for key, value in (("__TITLE__", labels["title"]), ("__HINT__", labels["hint"]),
                        ("__PREV__", labels["prev"]), ("__NEXT__", labels["next"]),
                        ("__SOURCE__", labels["source"]), ("__TARGET__", labels["target"]),

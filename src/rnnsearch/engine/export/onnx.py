@@ -46,6 +46,7 @@ from rnnsearch.nn.model import BOS, EOS, PAD, UNK, Encoded, RNNsearch
 FORMAT = 1  # manifest.json's "format": what the runtime checks it can read
 ENCODER, STEP, MANIFEST = "encoder.onnx", "step.onnx", "manifest.json"
 OPSET = 18
+IR_VERSION = 10  # the file format torch's exporter writes the step in; onnxruntime-web 1.31 reads up to 13
 TOLERANCE = {"annotations": 1e-4, "keys": 1e-4, "context": 1e-4, "state": 1e-4, "log_p": 1e-3,
              "new_state": 1e-4, "alpha": 1e-4}
 
@@ -103,7 +104,10 @@ def _manifest(cfg, model, src_vocab: int, tgt_vocab: int) -> dict:
             "decode": {k: getattr(cfg.decode, k) for k in ("beam", "alpha", "max_len_ratio", "max_source_len",
                                                            "n_best", "length_penalty")},
             "encoder": ENCODER, "step": STEP, "opset": OPSET,
-            "config": {"model": cfg.model.__dict__.copy(), "vocab": cfg.vocab.__dict__.copy()}}
+            "config": {"model": cfg.model.__dict__.copy(), "vocab": cfg.vocab.__dict__.copy(),
+                       # the training files name the languages (serve); the shift reads links (Translation)
+                       "data": {k: getattr(cfg.data, k) for k in ("train_src", "train_tgt", "train_tsv")},
+                       "train": {"guided_alignment_shift": cfg.train.guided_alignment_shift}}}
 
 
 # -- the encoder, node by node ---------------------------------------------------------------------
@@ -177,7 +181,9 @@ def encoder_graph(model) -> Any:
         [helper.make_tensor_value_info("src", TensorProto.INT64, ["B", "S"]),
          helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["B", "S"])],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in outputs], g.inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rnnsearch")
+    # onnx's default IR version (14 in onnx 1.23) is newer than onnxruntime-web reads
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rnnsearch",
+                             ir_version=IR_VERSION)
 
 
 def _annotations(g: _Graph, model) -> list[tuple[str, list]]:
