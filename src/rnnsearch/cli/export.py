@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rnnsearch.config import ConfigError
 
@@ -44,8 +45,9 @@ def cmd_export(args) -> None:
 
         written = export_web(args.model, args.out, quantize=args.quantize, registry=args.registry,
                              cache=args.cache, lang=args.lang)
-        print(json.dumps({"out": args.out, "open": f"{args.out}/index.html", "bytes": written["bytes"],
-                          "files": written["files"]}, indent=1))
+        shown = {"out": args.out, "open": str(Path(args.out) / "index.html"), "bytes": written["bytes"],
+                 "files": written["files"]}
+        print(json.dumps(shown, indent=1))
         return
     from rnnsearch.engine.export.onnx import export_onnx
 
