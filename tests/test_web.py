@@ -148,6 +148,30 @@ def test_sentencepiece_models_reversed_and_split_sources_translate_alike(reverse
                               torch.tensor(w.attention, dtype=torch.float64), atol=1e-4)
 
 
+def test_an_rnnencdec_page_translates_without_attention(reverse_model, tmp_path):
+    out = tmp_path / "encdec"
+    shutil.copytree(reverse_model, out, ignore=shutil.ignore_patterns("prepared", "*.safetensors"))
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["model"].update(arch="rnnencdec", gru="cudnn")
+    (out / "config.json").write_text(json.dumps(cfg))
+    torch.manual_seed(2)
+    words = [len((out / name).read_text().splitlines()) for name in ("src.vocab.txt", "tgt.vocab.txt")]
+    net = build_model(ModelConfig(**cfg["model"]), *words)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.normal_(0.0, 0.4)
+    save_weights(out / "model.safetensors", net)
+    with registry(tarball_or_skip(), tmp_path) as (url, _):
+        export_web(out, tmp_path / "site", url, tmp_path / "cache")
+    want = rnnsearch.load(out, device="cpu").translate(SOURCES[:3], beam=1, precision="fp32")
+    with browser_page((tmp_path / "site" / "index.html").as_uri()) as page:
+        page.wait_for_function("window.rnnsearchWeb && !document.getElementById('go').disabled",
+                               timeout=120_000)
+        found = page.evaluate("texts => window.rnnsearchWeb.translate(texts)", SOURCES[:3])
+    assert [g["text"] for g in found] == [w.text for w in want]
+    assert all(g["attention"] is None for g in found)
+
+
 def test_a_tarball_that_fails_its_checksum_leaves_nothing(reverse_model, tmp_path, capsys):
     bad = tmp_path / "bad.tgz"
     bad.write_bytes(b"not onnxruntime-web" * 1000)
