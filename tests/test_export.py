@@ -154,3 +154,16 @@ def test_the_runtime_normalises_as_rnnsearch_does(text, lowercase):
     from rnnsearch.engine.data.parallel import normalize
 
     assert rnnsearch_runtime.search.normalize(text, lowercase) == normalize(text, lowercase)
+
+
+def test_the_runtimes_top_k_is_a_full_sorts_first_k():
+    """The runtime's top-K (strided column groups for vocabularies of 512 and more, whole rows
+    below) equals the first K of a full sort, ties broken by lower column."""
+    rng = np.random.default_rng(0)
+    for R, V, K in ((7, 8000, 5), (5, 8011, 3), (4, 300, 4), (6, 1000, 1), (3, 600, 12)):
+        x = (3 * rng.standard_normal((R, V))).astype(np.float32)
+        x[:, 1] = -np.inf
+        x[0, 10] = x[0, 20] = x.max() + 1  # a tie at the top
+        top, top_lp = rnnsearch_runtime.search._top_k(x, K)
+        want = np.argsort(-x, axis=1, kind="stable")[:, :K]
+        assert (top == want).all() and (top_lp == np.take_along_axis(x, want, 1)).all()
