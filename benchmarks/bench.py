@@ -18,15 +18,20 @@ system twice on identical sentencepiece pieces (a short round A-B-C, then a long
 whose models are kept), decodes test_2016_flickr greedy and beam 5 with
 each model in alternating rounds (at each --decode-batches size: a system's speed in a round is its
 fastest), and reports every figure with the ratios rnnsearch / anchor computed round by round.
+With --variants rnnsearch-onnx rnnsearch-onnx-int8, rnnsearch's fp32 model is also exported once
+(`rnnsearch export --format onnx`, fp32 and --quantize int8) and decoded by the torch-free runtime
+(runtime/) from a virtualenv without PyTorch (--python-runtime), against rnnsearch's PyTorch path.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -359,11 +364,17 @@ def _pieces(model_file: Path) -> list:
 # trains nothing: it decodes rnnsearch's fp32 model with --quantize int8, and "rnnsearch-int8-shortlist"
 # with --shortlist auto as well (the output layer over a lexical shortlist counted on the training
 # pairs: co-occurrence, or eflomal's links where `rnnsearch data align` made them; built at load, untimed).
+# "rnnsearch-onnx" and "rnnsearch-onnx-int8" decode the same fp32 model exported to ONNX (fp32, and
+# --quantize int8) with the torch-free runtime (runtime/, rnnsearch_runtime) in a process of its own.
 VARIANTS = {"rnnsearch": {"train": "fp32", "decode": "fp32", "quantize": "none"},
             "rnnsearch-auto": {"train": "auto", "decode": "auto", "quantize": "none"},
             "rnnsearch-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8"},
             "rnnsearch-int8-shortlist": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8",
-                                         "shortlist": "auto"}}
+                                         "shortlist": "auto"},
+            "rnnsearch-onnx": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "none",
+                               "runtime": "onnx"},
+            "rnnsearch-onnx-int8": {"model_of": "rnnsearch", "decode": "fp32", "quantize": "int8",
+                                    "runtime": "onnx"}}
 # what runs unless --variants says otherwise: the shortlist measured no faster on the AVX2 machine at
 # 2 threads and batches of 64 (docs/benchmarks.md), so it is there to be named, not run each time
 DEFAULT_VARIANTS = ["rnnsearch", "rnnsearch-auto", "rnnsearch-int8"]
@@ -417,6 +428,95 @@ def rnnsearch_translate(model: str, src: Path, ref: Path, out: Path, beam: int,
             "precision": report["precision"]}
 
 
+# -- the torch-free runtime's systems -------------------------------------------------------
+
+RUNTIME_DIR = ROOT / "runtime"
+# runs in the runtime's virtualenv: times translate as `rnnsearch evaluate` times Translator.translate
+# (tokenising included, the model load not), writes the translations, and says whether torch came in
+RUNTIME_DRIVER = """
+import json, sys, time
+import onnxruntime, rnnsearch_runtime
+model, src, out, beam, batch, threads = sys.argv[1:7]
+lines = open(src, encoding="utf-8").read().splitlines()
+runtime = rnnsearch_runtime.load(model, int(threads))
+start = time.perf_counter()
+found = runtime.translate(lines, beam=int(beam), batch_size=int(batch), attention=False)
+seconds = time.perf_counter() - start
+with open(out, "w", encoding="utf-8") as f:
+    f.write("".join(t.text + "\\n" for t in found))
+print(json.dumps({"translate_seconds": seconds, "torch_imported": "torch" in sys.modules,
+                  "onnxruntime": onnxruntime.__version__}))
+"""
+RUNTIME_CHECK = ("import importlib.util, json, onnxruntime, rnnsearch_runtime; print(json.dumps({'torch': "
+                 "importlib.util.find_spec('torch') is not None, 'onnxruntime': onnxruntime.__version__}))")
+
+
+def runtime_digest() -> str:
+    """sha256 of runtime/'s pyproject.toml and sources: what a runtime virtualenv was installed from."""
+    digest = hashlib.sha256()
+    for path in sorted([RUNTIME_DIR / "pyproject.toml", *(RUNTIME_DIR / "src").rglob("*.py")]):
+        digest.update(str(path.relative_to(RUNTIME_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def check_runtime_python(python: Path) -> str:
+    """`python` imports rnnsearch_runtime and cannot import torch (what the ONNX variants' memory
+    and speed are meant to be without); its onnxruntime version."""
+    if not python.is_file():
+        raise SystemExit(f"bench: --python-runtime {python}: no such file (a Python with ./runtime in it)")
+    done = subprocess.run([str(python), "-c", RUNTIME_CHECK], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"bench: --python-runtime {python} cannot import rnnsearch_runtime "
+                         f"(pip install ./runtime there): {(done.stderr.strip().splitlines() or [''])[-1]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if found["torch"]:
+        raise SystemExit(f"bench: --python-runtime {python} can import torch; the ONNX variants run "
+                         "in a Python without PyTorch")
+    return found["onnxruntime"]
+
+
+def ensure_runtime_venv(root: Path) -> Path:
+    """The python of root/rnnsearch-runtime, a virtualenv with `pip install ./runtime` (numpy,
+    onnxruntime, sentencepiece; no torch), installed on first use and again whenever runtime/'s
+    sources differ from those it was installed from (a plain install copies them)."""
+    venv = root / "rnnsearch-runtime"
+    python, marker = venv / "bin" / "python", venv / "rnnsearch-bench.json"
+    wanted = {"runtime": runtime_digest()}
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
+        return python
+    log(f"installing ./runtime into {venv} (no torch)")
+    marker.unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    anchors.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", str(RUNTIME_DIR)],
+                venv / "pip.log")
+    check_runtime_python(python)
+    marker.write_text(json.dumps(wanted))
+    return python
+
+
+def runtime_export(model: str, out: Path, quantize: str) -> Path:
+    """`rnnsearch export --format onnx` of `model` into `out` (replaced) in a process of its own."""
+    shutil.rmtree(out, ignore_errors=True)
+    anchors.run([sys.executable, "-m", "rnnsearch", "export", "--model", model, "--format", "onnx",
+                 "--out", str(out), "--quantize", quantize], out.with_name(out.name + ".export.log"),
+                env={"PYTHONPATH": str(ROOT / "src")})
+    return out
+
+
+def runtime_translate(python: Path, model: Path, src: Path, out: Path, beam: int, batch: int,
+                      threads: int) -> dict:
+    """The exported `model` decoding `src` with rnnsearch_runtime in a process of its own from
+    `python` (RUNTIME_DRIVER): the seconds of its translate call, its peak RSS (the runtime's
+    alone: numpy, onnxruntime, the two sessions), and the onnxruntime version."""
+    done = anchors.run([str(python), "-c", RUNTIME_DRIVER, str(model), str(src), str(out), str(beam),
+                        str(batch), str(threads)], out.with_suffix(".log"))
+    report = json.loads([x for x in done.output.splitlines() if x.startswith("{")][-1])
+    if report["torch_imported"]:
+        raise RuntimeError(f"{python}: the runtime imported torch while translating")
+    return {"seconds": report["translate_seconds"], "process_seconds": done.seconds,
+            "peak_rss_mb": done.peak_rss_mb, "precision": "fp32", "onnxruntime": report["onnxruntime"]}
+
+
 # -- side by side -------------------------------------------------------------------------
 
 ANCHOR_NAMES = ["opennmt", "joeynmt", "marian"]
@@ -457,6 +557,12 @@ class SideBySide:
         self.decoders = self.ours + self.anchors
         venvs = Path(args.venvs).expanduser().resolve()
         self.pythons = {name: anchors.ensure_venv(name, venvs, log) for name in self.anchor_names}
+        self.exported: dict[str, Path] = {}  # ONNX variant -> its export (run(), after training)
+        self.python_runtime, self.onnxruntime = Path(), ""  # set where an ONNX variant runs
+        if any(VARIANTS[name].get("runtime") == "onnx" for name in self.ours):
+            self.python_runtime = (Path(args.python_runtime) if args.python_runtime
+                                   else ensure_runtime_venv(venvs))
+            self.onnxruntime = check_runtime_python(self.python_runtime)
         self.data = prepare_data(Path(args.corpus or DEFAULT_MULTI30K), self.work, args.test_sentences)
         self.n_test = len(self.data["test_refs"])
         self.training: dict = {}  # system -> round -> its training figures
@@ -472,6 +578,7 @@ class SideBySide:
         pieces = f"{self.data['src_vocab']} / {self.data['tgt_vocab']}"
         log(f"GEMM {gemm[0]:.1f} GFLOP/s; pieces: {pieces} vocabulary")
         self.train_rounds()
+        self.export_runtime_models()
         gemm.append(gemm_gflops())
         self.decode_rounds()
         gemm.append(gemm_gflops())
@@ -489,8 +596,20 @@ class SideBySide:
             "anchor_packages": {name: anchors.ANCHORS[name]["package"] for name in self.anchor_names},
             "machine": architecture(), "cpu": cpu_name(), "cpu_features": cpu_features(),
             "date": time.strftime("%Y-%m-%d"),
+            "command": " ".join(["python -m benchmarks.bench", *sys.argv[1:]]),
         })
+        if self.onnxruntime:
+            result.update({"python_runtime": str(self.python_runtime), "onnxruntime": self.onnxruntime})
         return result
+
+    def export_runtime_models(self) -> None:
+        """Each ONNX variant's export of the model it decodes, once a run, into --work/onnx/."""
+        for name in self.ours:
+            spec = VARIANTS[name]
+            if spec.get("runtime") == "onnx":
+                log(f"exporting {spec['model_of']}'s model for {name}")
+                self.exported[name] = runtime_export(self.training[spec["model_of"]]["B"]["model"],
+                                                     self.work / "onnx" / name, spec["quantize"])
 
     def train(self, name: str, where: Path, steps: int) -> dict:
         log(f"training {name} for {steps} steps in {where}")
@@ -530,6 +649,9 @@ class SideBySide:
         model = self.training[model_of]["B"]["model"]
         if model_of == "marian":
             return self.marian_translate(name, beam, batch, out)
+        if name in self.exported:
+            return runtime_translate(self.python_runtime, self.exported[name], data["dir"] / "test.raw.src",
+                                     out, beam, batch, self.threads)
         if name in VARIANTS:
             v = VARIANTS[name]
             return rnnsearch_translate(model, data["dir"] / "test.raw.src", data["dir"] / "test.raw.tgt",
@@ -649,6 +771,11 @@ class SideBySide:
             entry["decode_precision"] = self.decoding[name][5, self.batches[0]][-1]["precision"]
         if VARIANTS.get(name, {}).get("shortlist"):
             entry["shortlist"] = VARIANTS[name]["shortlist"]
+        if VARIANTS.get(name, {}).get("runtime") == "onnx":  # what decoded it, and the files it read
+            entry["decoder"] = f"rnnsearch-runtime, onnxruntime {self.onnxruntime}, no torch"
+            if name in self.exported:
+                entry["onnx_mb"] = round(sum(f.stat().st_size for f in self.exported[name].glob("*.onnx"))
+                                         / 2 ** 20, 1)
         hyps, refs = self.hypotheses(name), self.data["test_refs"]
         decoded = [d for rounds in self.decoding[name].values() for d in rounds]
         if len(self.batches) > 1:  # each batch size's own speeds beside the fastest
@@ -691,9 +818,39 @@ class SideBySide:
             family = [n for n in ran
                       if n == anchor or self.anchor_variants.get(n, {}).get("model_of") == anchor]
             if len(family) > 1:
-                out[f"fastest/{anchor}-fastest"] = {
-                    f"{key}_sent_per_s": ratio(fastest(self.ours, b), fastest(family, b))
-                    for key, b in (("greedy", 1), ("beam5", 5))}
+                for mine in ["fastest", *self.ours]:  # rnnsearch's fastest, then each of its systems
+                    names = self.ours if mine == "fastest" else [mine]
+                    out[f"{mine}/{anchor}-fastest"] = {
+                        f"{key}_sent_per_s": ratio(fastest(names, b), fastest(family, b))
+                        for key, b in (("greedy", 1), ("beam5", 5))}
+        out.update(self.runtime_ratios(systems))
+        return out
+
+    def runtime_ratios(self, systems: dict) -> dict:
+        """Each ONNX variant over rnnsearch's PyTorch decoding of the same model: over fp32
+        ("rnnsearch") and over the PyTorch variant quantised alike; speeds round by round (each at
+        its fastest batch size), and the decoding processes' peak RSS, over all settings and at
+        each batch size."""
+        ratio = lambda a, b: [round(x / y, 2) for x, y in zip(a, b)]  # noqa: E731
+        out = {}
+        for mine in (n for n in self.ours if VARIANTS[n].get("runtime") == "onnx"):
+            spec = VARIANTS[mine]
+            torch_side = [n for n in self.ours if "runtime" not in VARIANTS[n]
+                          and VARIANTS[n].get("shortlist") is None
+                          and (n == "rnnsearch" or VARIANTS[n]["quantize"] == spec["quantize"])]
+            for theirs in torch_side:
+                pair = {"greedy_sent_per_s": ratio(self.speeds(mine, 1), self.speeds(theirs, 1)),
+                        "beam5_sent_per_s": ratio(self.speeds(mine, 5), self.speeds(theirs, 5))}
+                if systems.get(mine, {}).get("decode_peak_rss_mb") and systems.get(theirs, {}).get(
+                        "decode_peak_rss_mb"):
+                    pair["decode_peak_rss"] = round(systems[mine]["decode_peak_rss_mb"]
+                                                    / systems[theirs]["decode_peak_rss_mb"], 2)
+                by_batch = [systems.get(n, {}).get("decode_peak_rss_mb_by_batch") for n in (mine, theirs)]
+                if all(by_batch):
+                    pair["decode_peak_rss_by_batch"] = {
+                        beam: {n: round(rss / by_batch[1][beam][n], 2) for n, rss in sizes.items()}
+                        for beam, sizes in by_batch[0].items()}
+                out[f"{mine}/{theirs}"] = pair
         return out
 
 
@@ -790,7 +947,12 @@ def add_side_by_side_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=DEFAULT_VARIANTS,
                     help="side by side: rnnsearch's systems (fp32 pinned; the defaults, precision auto; "
                          "the fp32 model decoded with --quantize int8; and, named only, with --shortlist "
-                         "auto too)")
+                         "auto too, or exported to ONNX and decoded by the torch-free runtime: "
+                         "rnnsearch-onnx, rnnsearch-onnx-int8)")
+    ap.add_argument("--python-runtime",
+                    help="side by side: the Python (with ./runtime installed, without torch) that runs the "
+                         "ONNX variants; default: the virtualenv --venvs/rnnsearch-runtime, made with "
+                         "`pip install ./runtime` and made again when runtime/ changes")
 
 
 def add_curve_options(ap: argparse.ArgumentParser) -> None:
