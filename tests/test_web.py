@@ -192,3 +192,6 @@ def test_an_export_target_that_exists_or_a_folder_without_a_model_is_named(rever
                  "--cache", str(tmp_path / "cache")]) != 0
     assert "not an rnnsearch model directory" in capsys.readouterr().err
     assert not (tmp_path / "new").exists() and not (tmp_path / "cache").exists()
+    assert main(["export", "--model", str(reverse_model), "--out", str(tmp_path / "new"),
+                 "--lang", "zh"]) != 0
+    assert "--lang only with --format web" in capsys.readouterr().err

@@ -29,7 +29,7 @@ def add_export(sub) -> None:
                    "$RNNSEARCH_NPM_REGISTRY, then $npm_config_registry, then npm's public one)")
     p.add_argument("--cache", help="web: where the download is kept (default $RNNSEARCH_CACHE or "
                    "~/.cache/rnnsearch)")
-    p.add_argument("--lang", choices=["en", "zh"], default="en", help="web: the page's labels")
+    p.add_argument("--lang", choices=["en", "zh"], help="web: the page's labels (default en)")
     p.set_defaults(func=cmd_export)
 
 
@@ -40,11 +40,15 @@ def cmd_export(args) -> None:
         import onnxscript  # noqa: F401
     except ImportError as e:
         raise ConfigError(f"export: {e.name} is missing: pip install 'rnnsearch[onnx]'") from None
+    web_only = [flag for flag, value in (("--registry", args.registry), ("--cache", args.cache),
+                                         ("--lang", args.lang)) if value is not None]
+    if args.format != "web" and web_only:
+        raise ConfigError(f"export: {', '.join(web_only)} only with --format web")
     if args.format == "web":
         from rnnsearch.tools.browser import export_web
 
         written = export_web(args.model, args.out, quantize=args.quantize, registry=args.registry,
-                             cache=args.cache, lang=args.lang)
+                             cache=args.cache, lang=args.lang or "en")
         shown = {"out": args.out, "open": str(Path(args.out) / "index.html"), "bytes": written["bytes"],
                  "files": written["files"]}
         print(json.dumps(shown, indent=1))
