@@ -178,7 +178,7 @@ def test_folders_that_are_no_export_say_what_to_do(exported, reverse_model, tmp_
         (str(tmp_path / "absent"), "absent: no such folder"),
         (f"{exported},{exported}", f"an ensemble is {OFF}"),
         (broken(exported, tmp_path, "json", lambda f: (f / "manifest.json").write_text("{")), "not JSON"),
-        (broken(exported, tmp_path, "format", with_manifest(format=2)), "format 2; this rnnsearch serves"),
+        (broken(exported, tmp_path, "format", with_manifest(format=2)), "format 2; this runtime reads"),
         (broken(exported, tmp_path, "nodecode", with_manifest(decode=None)), "decode must be a mapping"),
         (broken(exported, tmp_path, "gnmt", with_manifest(decode={"beam": 3, "length_penalty": "gnmt"})),
          f"decode.length_penalty: {OFF}"),

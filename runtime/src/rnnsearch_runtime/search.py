@@ -123,6 +123,29 @@ class _Pieces:
         return self.sp.get_piece_size()
 
 
+MANIFEST_KEYS = ("decode", "config", "ids", "tokenizer", "encoder", "step", "reverse_source", "lowercase")
+
+
+def read_manifest(folder: Path) -> dict:
+    """The manifest.json of an exported folder, checked for this runtime's format and keys; a
+    ModelError naming the file and what is wrong."""
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise ModelError(f"{folder}: no manifest.json (a folder written by rnnsearch export --format onnx)")
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: not JSON ({e})") from None
+    found = m.get("format") if isinstance(m, dict) else None
+    if found != FORMAT:
+        raise ModelError(f"{path}: format {found!r}; this runtime reads format {FORMAT} (export the model "
+                         "again with this version)")
+    missing = [key for key in MANIFEST_KEYS if key not in m]
+    if missing:
+        raise ModelError(f"{path}: no {missing[0]!r} (not a manifest of rnnsearch export --format onnx)")
+    return m
+
+
 def load(folder: str | Path, threads: int = 1) -> Runtime:
     """The exported model in `folder` (rnnsearch export --format onnx), its sessions on `threads`
     threads each."""
@@ -136,16 +159,7 @@ class Runtime:
         import onnxruntime as ort
 
         self.folder = Path(folder)
-        path = self.folder / "manifest.json"
-        if not path.is_file():
-            raise ModelError(f"{self.folder}: no manifest.json (a folder written by rnnsearch export "
-                             "--format onnx)")
-        try:
-            m = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ModelError(f"{path}: not JSON ({e})") from None
-        if m.get("format") != FORMAT:
-            raise ModelError(f"{path}: format {m.get('format')!r}; this runtime reads format {FORMAT}")
+        m = read_manifest(self.folder)
         self.manifest, self.decode = m, m["decode"]
         ids = m["ids"]
         self.pad, self.bos, self.eos = ids["pad"], ids["bos"], ids["eos"]

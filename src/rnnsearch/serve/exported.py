@@ -18,7 +18,6 @@ links' ``guided_alignment_shift``) where the export records them; absent, their 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("rnnsearch")
 
 OFF = "not available with --backend onnx"
-MANIFEST_KEYS = ("decode", "config", "ids", "tokenizer", "encoder", "step", "reverse_source", "lowercase")
 
 
 def unavailable(d: DecodeConfig) -> Optional[tuple[str, str]]:
@@ -148,7 +146,8 @@ class ExportedTranslator:
 def read_manifest(folder: Path) -> dict:
     """The manifest.json of an exported folder; a DataError naming the folder and what to do where
     it is no export (a model directory of rnnsearch train, no manifest, another format)."""
-    from rnnsearch_runtime.search import FORMAT
+    from rnnsearch_runtime.search import ModelError
+    from rnnsearch_runtime.search import read_manifest as runtime_manifest
 
     path = folder / "manifest.json"
     if not folder.exists():
@@ -164,17 +163,9 @@ def read_manifest(folder: Path) -> dict:
         raise DataError(f"--model {folder}: no manifest.json; --backend onnx serves a folder written by "
                         "`rnnsearch export --format onnx`: run rnnsearch export first")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise DataError(f"{path}: format {found!r}; this rnnsearch serves format {FORMAT} (export the "
-                        "model again with this version)")
-    missing = [key for key in MANIFEST_KEYS if key not in manifest]
-    if missing:
-        raise DataError(f"{path}: no {missing[0]!r} (not a manifest of rnnsearch export --format onnx)")
-    return manifest
+        return runtime_manifest(folder)
+    except ModelError as e:
+        raise DataError(str(e)) from None
 
 
 def manifest_config(manifest: dict, path: Path) -> Config:
