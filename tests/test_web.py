@@ -33,8 +33,10 @@ SOURCES = ["w3 w4 w1 w5 w9", "w2 w6 w5 w1 w7 w8", "w4 w4 w9", "w1", "w7 w2 w2 w5
 
 def tarball_or_skip() -> Path:
     if not TARBALL or not Path(TARBALL).is_file():
-        pytest.skip(f"set RNNSEARCH_ORT_WEB_TGZ to onnxruntime-web-{browser.ORT_WEB_VERSION}.tgz "
-                    f"(npm pack onnxruntime-web@{browser.ORT_WEB_VERSION}; .ci/run does)")
+        where = f"={TARBALL} is no file" if TARBALL else " is not set"
+        pytest.skip(f"the browser page needs onnxruntime-web and RNNSEARCH_ORT_WEB_TGZ{where}: `npm pack "
+                    f"onnxruntime-web@{browser.ORT_WEB_VERSION}` fetches the tarball to point it at "
+                    "(.ci/run does)")
     return Path(TARBALL)
 
 

@@ -7,7 +7,6 @@ on Multi30k's test set where $RNNSEARCH_DATA has it. Node runs the module (web_t
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import random
@@ -28,6 +27,7 @@ from rnnsearch_runtime.search import _Pieces, _word_of, _Words, normalize  # noq
 from sentencepiece import sentencepiece_model_pb2 as model_pb2  # noqa: E402
 
 from rnnsearch.engine.data.vocab import SentencePiece, WordVocab  # noqa: E402
+from rnnsearch.io import read_lines  # noqa: E402
 from rnnsearch.tools.apple_corpus import generate  # noqa: E402
 
 NODE = shutil.which("node")
@@ -328,15 +328,11 @@ def test_random_text_matches_python(models, node_lines, text, lowercase, ids):
 
 def test_multi30k_test_set_matches_python(shared_data, tmp_path):
     folder = shared_data / "multi30k"
-    names = [folder / "test_2016_flickr.de", folder / "test_2016_flickr.de.gz"]
-    test = next((p for p in names if p.exists()), None)
-    if test is None or not (folder / "train.de.gz").exists():
-        pytest.skip(f"{folder} has no test_2016_flickr.de(.gz) or train.de.gz")
-    with gzip.open(folder / "train.de.gz", "rt", encoding="utf-8") as f:
-        train = [line for _, line in zip(range(20_000), f)]
-    opener = gzip.open if test.suffix == ".gz" else open
-    with opener(test, "rt", encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for _, line in zip(range(1000), f)]
+    if not (folder / "train.de.gz").exists() or not (folder / "test_2016_flickr.de.gz").exists():
+        pytest.skip(f"{folder} holds no Multi30k (`rnnsearch data get multi30k` writes it): the tokeniser is "
+                    "checked on the generated and European texts above, not on real German")
+    train = read_lines(folder / "train.de.gz")[:20_000]
+    texts = read_lines(folder / "test_2016_flickr.de.gz")[:1000]
     SentencePiece.build(train, 2000, "bpe").save(tmp_path / "multi30k.model")
     [got] = run_node([j := job(tmp_path / "multi30k.model", texts)], tmp_path)
     assert_same(j, got)
