@@ -256,8 +256,7 @@ class Runtime:
         step = _Step(self.step, self.step_outputs, B * K, S)
         out: list = [None] * B
         while beam.ids:
-            feeds = {"y_prev": beam.y, "state": beam.state}
-            feeds.update({k: v for k, v in beam.enc.items() if k != "state"})
+            feeds = {"y_prev": beam.y, "state": beam.state, **beam.enc}  # beam.enc: the encoding but s_0
             if self.attends:
                 feeds["src_mask"] = beam.mask
             log_p, state, *alpha_i = step.run(feeds, len(beam.y))

@@ -34,7 +34,7 @@ from rnnsearch.config import (
     VocabConfig,
     decode_options,
 )
-from rnnsearch.engine.decode.translator import MAX_ATTENTION_CELLS, Translation
+from rnnsearch.engine.decode.translator import Translation, attention_kept
 from rnnsearch.io import DataError
 
 if TYPE_CHECKING:
@@ -130,13 +130,10 @@ class ExportedTranslator:
         return [[self._translation(text, r) for r in n_best] for text, n_best in zip(sentences, found)]
 
     def _translation(self, source: str, result: Result) -> Translation:
-        """A runtime Result as Translator._translate makes a Translation (and as it does, without
-        the attention of a source past MAX_ATTENTION_CELLS)."""
+        """A runtime Result as Translator._result makes a Translation (and as it does, without the
+        attention of a source past MAX_ATTENTION_CELLS: translator.attention_kept)."""
         rows = result.attention
-        cells = (len(result.tokens) + 1) * len(result.source_tokens)
-        if rows is not None and cells > MAX_ATTENTION_CELLS:
-            log.warning("attention of a %d-token source is not kept (%s weights; limit %s)",
-                        len(result.source_tokens), f"{cells:,}", f"{MAX_ATTENTION_CELLS:,}")
+        if rows is not None and not attention_kept(len(result.tokens), len(result.source_tokens)):
             rows = None
         t = Translation(result.text, result.tokens, result.score, result.source_tokens, rows)
         t.source, t.pieces_are_words, t.shift = source, self.cfg.vocab.kind == "word", self.shift

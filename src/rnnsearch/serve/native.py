@@ -221,9 +221,9 @@ def error(status: int, message: str, field: str | None = None, headers: dict | N
 
 def font_text(translator) -> str:
     """The CJK characters of both vocabularies, which the live page embeds a font subset for."""
-    vocab_text = "".join(translator.tgt_tok.pieces(range(len(translator.tgt_tok))))
-    vocab_text += "".join(translator.src_tok.pieces(range(len(translator.src_tok))))
-    return "".join(sorted({c for c in vocab_text if ord(c) >= 0x2E80}))[:6000]
+    from rnnsearch.tools.explorer import vocabulary_font_text
+
+    return vocabulary_font_text(translator.src_tok, translator.tgt_tok)
 
 
 def model_info(translator, decode, limits: Limits) -> dict:

@@ -33,7 +33,7 @@ from rnnsearch.engine.data.vocab import load_tokenizers
 from rnnsearch.engine.export.onnx import export_onnx
 from rnnsearch.io import default_cache
 from rnnsearch.tools.download import DownloadError, Remote, fetch
-from rnnsearch.tools.explorer import explorer_html
+from rnnsearch.tools.explorer import explorer_html, vocabulary_font_text
 
 ORT_WEB_VERSION = "1.31.1"
 ORT_WEB = Remote(f"https://registry.npmjs.org/onnxruntime-web/-/onnxruntime-web-{ORT_WEB_VERSION}.tgz",
@@ -97,8 +97,8 @@ def export_web(model_dir: str | Path, out: str | Path, quantize: str = "none", r
         graphs, site = Path(tmp) / "onnx", Path(tmp) / "site"
         manifest = export_onnx(model_dir, graphs, quantize=quantize)
         _write_site(site, graphs, manifest, ort)
-        vocab = "".join(tgt_tok.pieces(range(len(tgt_tok)))) + "".join(src_tok.pieces(range(len(src_tok))))
-        page = explorer_html([], lang, live=True, font_text=vocab, default_beam=1, live_script=_SCRIPTS)
+        fonts = vocabulary_font_text(src_tok, tgt_tok)
+        page = explorer_html([], lang, live=True, font_text=fonts, default_beam=1, live_script=_SCRIPTS)
         (site / "index.html").write_text(page, encoding="utf-8")
         umask = os.umask(0)
         os.umask(umask)

@@ -400,6 +400,13 @@ def _valid_trace(record: dict, k: int, n_src: int) -> dict:
     return {"steps": out, "best_path": [int(i) for i in path]}
 
 
+def vocabulary_font_text(src_tok, tgt_tok) -> str:
+    """The CJK characters of both vocabularies, which a live page embeds a font subset for (at
+    most 6,000: a Chinese vocabulary's own characters, not every piece's)."""
+    text = "".join(tgt_tok.pieces(range(len(tgt_tok)))) + "".join(src_tok.pieces(range(len(src_tok))))
+    return "".join(sorted({c for c in text if ord(c) >= 0x2E80}))[:6000]
+
+
 def explorer_html(records: list[dict], lang: str = "en", live: bool = False, font_text: str = "",
                   default_beam: int = 5, live_script: str | None = None) -> str:
     """The page for these attention records (empty records are skipped).

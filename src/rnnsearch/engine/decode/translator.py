@@ -133,6 +133,17 @@ MAX_ATTENTION_CELLS = 4_000_000
 log = logging.getLogger("rnnsearch")
 
 
+def attention_kept(n_tgt: int, n_src: int) -> bool:
+    """Whether a translation's attention (n_tgt + 1 rows of n_src) is kept: not past
+    MAX_ATTENTION_CELLS, which is said in the log."""
+    cells = (n_tgt + 1) * n_src
+    if cells > MAX_ATTENTION_CELLS:
+        log.warning("attention of a %d-token source is not kept (%s weights; limit %s)", n_src,
+                    f"{cells:,}", f"{MAX_ATTENTION_CELLS:,}")
+        return False
+    return True
+
+
 class Translator:
     """A loaded model with its tokenisers and decoding defaults (``cfg.decode``), complete as
     constructed: `quantize` "int8" swaps the decoder's products (engine/accel/quantize.py), `graphs`
@@ -467,11 +478,7 @@ class Translator:
         n_tgt = sum(len(h.tokens) for h in hyps)
         score = sum(h.score * (len(h.tokens) + 1) for h in hyps) / (n_tgt + len(hyps))
         weights = None
-        cells = (n_tgt + 1) * len(src_ids)
-        if attention and cells > MAX_ATTENTION_CELLS:
-            log.warning("attention of a %d-token source is not kept (%s weights; limit %s)", len(src_ids),
-                        f"{cells:,}", f"{MAX_ATTENTION_CELLS:,}")
-        elif attention and all(h.attention is not None for h in hyps):
+        if attention and all(h.attention is not None for h in hyps) and attention_kept(n_tgt, len(src_ids)):
             weights, before = [], 0
             for piece, h in zip(pieces, hyps):
                 after = len(src_ids) - before - len(piece)
